@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from datasets.table import embed_table_storage
+
 from shovir.data import BUILDERS, build
 
 __all__ = ["parse_options", "export", "main"]
@@ -43,7 +45,8 @@ def export(name: str, out: str | Path, fmt: str = "parquet", **build_kwargs: Any
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
-        # Embed image bytes so the file does not point back at the source folder.
+        # Builders store image files by path; embed the bytes so the export stands alone.
+        dataset = dataset.with_format("arrow").map(embed_table_storage, batched=True, keep_in_memory=True)
         target = out / f"{name}.parquet"
         dataset.to_parquet(str(target))
     else:
