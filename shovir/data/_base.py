@@ -11,15 +11,15 @@ into one of the two row kinds, and writes a build report that counts every skipp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Iterable, Iterator, Literal, Mapping
 
 import datasets
-import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from shovir import labels as L
@@ -38,6 +38,7 @@ __all__ = [
     "GroundedBuilder",
     "resolve_inside",
     "load_image",
+    "files_sha256",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -156,6 +157,30 @@ def resolve_inside(root: str | os.PathLike, relative: str | os.PathLike, field_n
     return candidate
 
 
+def files_sha256(paths: Iterable[str | os.PathLike | None]) -> str | None:
+    """SHA-256 over the names and contents of ``paths`` in order (a missing file counts as a
+    marker); ``None`` when none exists.
+
+    Builders put it in their config so that an edited source file gets a fresh cache instead of
+    the Arrow files of its previous version.
+
+    >>> files_sha256([None, "/no/such/file"]) is None
+    True
+    """
+    digest = hashlib.sha256()
+    found = False
+    for path in paths:
+        if path is None or not os.path.isfile(path):
+            digest.update(b"\0missing\0")
+            continue
+        found = True
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest() if found else None
+
+
 def load_image(path: Path, verify: bool = True) -> tuple[int, int]:
     """Open an image file and return ``(height, width)``.
 
@@ -182,15 +207,24 @@ class ValidatingConfig(datasets.BuilderConfig):
         on_error: ``"raise"`` stops at the first unusable item with an error naming it;
             ``"skip"`` drops it and counts it in the build report by reason.
         verify_images: decode every image file once at build time.
+        source_sha256: set by the builder to :func:`files_sha256` of its source files, so that
+            an edited source gets a fresh cache; not meant to be passed by hand.
     """
 
-    def __init__(self, on_error: OnError = "raise", verify_images: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self, on_error: OnError = "raise", verify_images: bool = True, source_sha256: str | None = None, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("version", datasets.Version("1.0.0"))
         super().__init__(**kwargs)
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         self.on_error = on_error
         self.verify_images = bool(verify_images)
+        self.source_sha256 = source_sha256
+
+    def check(self) -> None:
+        """Validate the options. The builder calls it: ``datasets`` sets options on a copy of a
+        registered config with ``setattr``, bypassing ``__init__``."""
+        if self.on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
 
 
 class ValidatingBuilder(datasets.GeneratorBasedBuilder):
@@ -203,6 +237,10 @@ class ValidatingBuilder(datasets.GeneratorBasedBuilder):
 
     BUILDER_CONFIG_CLASS = ValidatingConfig
     REPORT_FILE = "build_report.json"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.config.check()
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={})]
@@ -241,6 +279,17 @@ class ValidatingBuilder(datasets.GeneratorBasedBuilder):
         if self.config.on_error == "raise":
             raise error(f"{message} [item {item_id!r}; pass on_error='skip' to skip and count such items]")
         self._report.skip(reason, item_id)
+
+    def _reject_item(self, reason: str, item_id: str, message: str, error: type[Exception] = BuildError) -> None:
+        """:meth:`_reject` for an item a subclass drops while reading its source (before the
+        base class saw it), so that the report's ``read`` count stays complete."""
+        self._reject(reason, item_id, message, error)
+        self._report.read += 1
+
+    def _skip_item(self, reason: str, item_id: str) -> None:
+        """Count an item excluded by design (not an error: never raises), read from the source."""
+        self._report.skip(reason, item_id)
+        self._report.read += 1
 
     def _require_data_dir(self) -> Path:
         if not self.config.data_dir:

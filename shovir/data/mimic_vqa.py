@@ -190,8 +190,6 @@ class MimicVQAConfig(ValidatingConfig):
             counted in the notes), ``"yes"`` or ``"no"``.
         acute_classes: CheXpert classes of the composite question (default
             :data:`ACUTE_CARDIOPULMONARY`).
-        source_sha256: set by the builder to the annotation file's SHA-256 so that an edited
-            file gets a fresh cache; not meant to be passed by hand.
         on_error, verify_images: see :class:`~shovir.data._base.ValidatingConfig`.
 
     >>> MimicVQAConfig(annotation_file="cases.jsonl", uncertain="maybe")
@@ -207,7 +205,6 @@ class MimicVQAConfig(ValidatingConfig):
         image_dir: str | None = None,
         uncertain: UncertainAnswer = "skip",
         acute_classes: Sequence[str] = ACUTE_CARDIOPULMONARY,
-        source_sha256: str | None = None,
         on_error: OnError = "raise",
         verify_images: bool = True,
         **kwargs: Any,
@@ -236,7 +233,6 @@ class MimicVQAConfig(ValidatingConfig):
         self.image_dir = None if image_dir is None else str(image_dir)
         self.uncertain = uncertain
         self.acute_classes = tuple(sorted(set(canonical), key=L.class_index))
-        self.source_sha256 = source_sha256
 
 
 class MimicVQA(ValidatingBuilder):

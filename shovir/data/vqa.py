@@ -58,7 +58,7 @@ from typing import Any, Iterator, Literal, Sequence
 import datasets
 from PIL import Image, UnidentifiedImageError
 
-from shovir.data._base import OnError, ValidatingBuilder, ValidatingConfig
+from shovir.data._base import OnError, ValidatingBuilder, ValidatingConfig, files_sha256
 
 __all__ = [
     "VQA_FEATURES",
@@ -126,16 +126,7 @@ def source_fingerprint(data_dir: str | None, annotation_file: str | None) -> str
         return None
     pattern = annotation_file if os.path.isabs(annotation_file) or not data_dir else os.path.join(data_dir, annotation_file)
     paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-    digest = hashlib.sha256()
-    try:
-        for path in paths:
-            digest.update(os.path.basename(path).encode() + b"\0")
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    except OSError:
-        return None
-    return digest.hexdigest() if paths else None
+    return files_sha256(paths)
 
 
 def strip_option_prefix(text: str, letter: str) -> str:
@@ -180,8 +171,6 @@ class MedicalVQAConfig(ValidatingConfig):
             questions are counted per language in the build report notes.
         dataset_name: value of the ``dataset`` column (default :data:`DEFAULT_DATASET_NAMES`,
             or the manifest's file stem for ``jsonl``).
-        source_sha256: set by the builder to :func:`source_fingerprint` of the annotation
-            file(s), so that an edited file gets a fresh cache; not meant to be passed by hand.
         on_error, verify_images: see :class:`~shovir.data._base.ValidatingConfig`.
 
     The ``jsonl`` manifest has one JSON object per line with the required keys ``id``,
@@ -205,7 +194,6 @@ class MedicalVQAConfig(ValidatingConfig):
         image_dir: str | None = None,
         language: str | None = "en",
         dataset_name: str | None = None,
-        source_sha256: str | None = None,
         on_error: OnError = "raise",
         verify_images: bool = True,
         **kwargs: Any,
@@ -226,7 +214,6 @@ class MedicalVQAConfig(ValidatingConfig):
         self.image_dir = None if image_dir is None else str(image_dir)
         self.language = None if language in (None, "", "all") else language
         self.dataset_name = dataset_name
-        self.source_sha256 = source_sha256
 
 
 def _record_id(record: Any, key: str, fallback: str) -> str:
