@@ -2,6 +2,9 @@
 
 ``shovir preview``      build the synthetic set and render every intervention on a few samples
 ``shovir data build``   build a dataset from its sources and export it (parquet or arrow)
+``shovir metrics list``    the evaluate modules shipped with shovir
+``shovir metrics install`` put them in evaluate's module cache: ``evaluate.load("shovir/<name>")``
+                           then works offline
 """
 
 from __future__ import annotations
@@ -85,6 +88,17 @@ def _data_build(args: argparse.Namespace, rest: Sequence[str]) -> int:
     return export_main(None, [args.name, *rest])
 
 
+def _metrics(args: argparse.Namespace) -> int:
+    from shovir.evaluate_modules import install_modules, module_names
+
+    if args.metrics_command == "list":
+        print("\n".join(module_names()))
+        return 0
+    for path in install_modules(args.names or None, args.cache):
+        print(f"installed shovir/{path.stem} -> {path}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shovir`` console script."""
     parser = argparse.ArgumentParser(prog="shovir", description="Does your medical VLM really use the image?")
@@ -102,7 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_build = data_commands.add_parser("build", help="build a dataset and export it", add_help=False)
     data_build.add_argument("name")
 
+    metrics = commands.add_parser("metrics", help="Hugging Face evaluate modules")
+    metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
+    metrics_commands.add_parser("list", help="list the evaluate modules")
+    install = metrics_commands.add_parser("install", help="install the modules into evaluate's module cache")
+    install.add_argument("names", nargs="*", help="modules to install (default: all)")
+    install.add_argument("--cache", help="modules cache folder (default: evaluate's HF_MODULES_CACHE)")
+
     args, rest = parser.parse_known_args(argv)
+    if args.command == "metrics":
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return _metrics(args)
     if args.command == "preview":
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
