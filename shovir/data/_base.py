@@ -341,27 +341,25 @@ class GroundedConfig(ValidatingConfig):
     def __init__(
         self,
         rows: Literal["images", "pairs"] = "images",
-        on_error: OnError = "raise",
         iou_threshold: float = CONTEXT_IOU_THRESHOLD,
         iou_inclusive: bool = False,
         drop_pairs_without_context: bool = False,
-        verify_images: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", rows)
-        kwargs.setdefault("version", datasets.Version("1.0.0"))
         super().__init__(**kwargs)
-        if rows not in ("images", "pairs"):
-            raise ValueError(f"rows must be 'images' or 'pairs', got {rows!r}")
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        if not 0.0 <= float(iou_threshold) <= 1.0:
-            raise ValueError(f"iou_threshold must lie in [0, 1], got {iou_threshold!r}")
         self.rows = rows
-        self.on_error = on_error
-        self.iou_threshold = float(iou_threshold)
+        self.iou_threshold = iou_threshold
         self.iou_inclusive = bool(iou_inclusive)
         self.drop_pairs_without_context = bool(drop_pairs_without_context)
+
+    def check(self) -> None:
+        super().check()
+        if self.rows not in ("images", "pairs"):
+            raise ValueError(f"rows must be 'images' or 'pairs', got {self.rows!r}")
+        threshold = self.iou_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+            raise ValueError(f"iou_threshold must be a number in [0, 1], got {threshold!r}")
 
 
 class GroundedBuilder(ValidatingBuilder):
