@@ -8,7 +8,7 @@ import numpy as np
 
 from shovir import labels as L
 
-__all__ = ["codes", "same_length", "class_names", "aligned_ids", "finite_floats", "nonempty"]
+__all__ = ["codes", "same_length", "class_names", "aligned_ids", "finite_floats", "nonempty", "id_list"]
 
 
 def nonempty(field: str, values: Sequence[Any] | np.ndarray) -> None:
@@ -88,3 +88,36 @@ def finite_floats(field: str, values: Sequence[float] | np.ndarray) -> np.ndarra
         index = int(np.argwhere(~np.isfinite(array))[0][0])
         raise ValueError(f"{field}: non-finite value {array.ravel()[index]!r} at index {index}")
     return array
+
+
+def id_list(values: Sequence[object], field: str, n: int | None = None, unique: bool = False) -> list[str]:
+    """Ids (strings or integers) as strings, one per row; ``ValueError`` naming ``field`` for a
+    wrong count, a bad id (None, NaN, float, bool) or, with ``unique``, a repeated id.
+
+    >>> id_list([1, "b"], "sample_ids", n=2, unique=True)
+    ['1', 'b']
+    >>> id_list(["a", "a"], "sample_ids", unique=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_ids: id 'a' appears twice (rows 0 and 1); ids must be unique
+    """
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{field}: expected one id per row, got a single {type(values).__name__}")
+    items = list(values)
+    if not items:
+        raise ValueError(f"{field}: empty; at least one id is needed")
+    if n is not None and len(items) != n:
+        raise ValueError(f"{field}: expected {n} ids, one per row, got {len(items)}")
+    out = []
+    for index, value in enumerate(items):
+        if isinstance(value, bool) or not isinstance(value, (str, int, np.integer)):
+            what = "NaN" if isinstance(value, float) and value != value else repr(value)
+            raise ValueError(f"{field}: id at row {index} must be a string or an integer, got {what}")
+        out.append(str(value))
+    if unique:
+        seen: dict[str, int] = {}
+        for index, value in enumerate(out):
+            if value in seen:
+                raise ValueError(f"{field}: id {value!r} appears twice (rows {seen[value]} and {index}); ids must be unique")
+            seen[value] = index
+    return out

@@ -7,19 +7,24 @@ cluster multiplicities, and all resampled sums come from one matrix product
 (:func:`resampled_sums`). Resampling whole clusters (patients) keeps the dependence between
 trials of one patient, as ModaLens §2 prescribes; with no clusters each unit is its own cluster.
 
-Confidence intervals are percentile intervals (the ShoViR authors' ``scipy.stats.bootstrap``
+Clusters are numbered in order of first appearance, so results do not depend on how cluster ids
+sort. Confidence intervals are percentile intervals (the ShoViR authors' ``scipy.stats.bootstrap``
 ``method="percentile"``; Beyond Accuracy §3.6; ModaLens §2).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 __all__ = [
     "Interval",
+    "NO_INTERVAL",
+    "Statistic",
+    "bootstrap_intervals",
     "cluster_sums",
     "resampled_sums",
     "bootstrap_interval",
@@ -41,6 +46,26 @@ class Interval:
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
+
+    def estimate_or_none(self) -> float | None:
+        """The estimate, or ``None`` when it is undefined (NaN: an empty denominator)."""
+        return None if math.isnan(self.estimate) else float(self.estimate)
+
+    def bounds(self) -> dict[str, float | None]:
+        """``{"low", "high"}`` for a result dict, ``None`` where the bound is undefined (NaN).
+
+        >>> Interval(0.5, 0.4, float("nan"), 0.95, 10).bounds()
+        {'low': 0.4, 'high': None}
+        """
+        return {key: None if math.isnan(value) else float(value) for key, value in (("low", self.low), ("high", self.high))}
+
+
+NO_INTERVAL: dict[str, None] = {"low": None, "high": None}
+"""The ``ci`` entry of a metric computed without resampling, or of an absent condition: the
+result keeps the same keys whatever the options."""
+
+Statistic = Callable[[np.ndarray], np.ndarray]
+"""A vectorised statistic: (r, m) array of column sums → r values."""
 
 
 def cluster_sums(values: np.ndarray, clusters: Sequence[object] | np.ndarray | None) -> np.ndarray:
@@ -98,22 +123,24 @@ def resampled_sums(
     return out
 
 
-def bootstrap_interval(
-    statistic: Callable[[np.ndarray], np.ndarray],
+def bootstrap_intervals(
+    statistics: Mapping[str, Statistic],
     values: np.ndarray,
     clusters: Sequence[object] | np.ndarray | None = None,
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> Interval:
-    """Percentile bootstrap interval of ``statistic``, a vectorised function of column sums:
-    it maps an (r, m) array of sums to r values (NaN allowed; NaN resamples are ignored).
+) -> dict[str, Interval]:
+    """Percentile intervals of several statistics of the same units, from one set of resampled
+    sums (so the intervals share their draws, and the sums are computed once).
 
-    Example: a flip rate is ``flips / denominator`` summed over trials, resampled by patient.
+    Each statistic is a vectorised function of column sums: it maps an (r, m) array to r values
+    (NaN allowed: NaN resamples are ignored; an undefined estimate stays NaN). With
+    ``n_resamples=0`` only the estimates are computed.
 
     >>> units = np.array([[1, 1], [0, 1], [1, 1], [0, 0]], dtype=float)   # (flipped, eligible)
-    >>> result = bootstrap_interval(lambda s: s[:, 0] / s[:, 1], units, clusters=[1, 1, 2, 3], n_resamples=2000)
-    >>> round(result.estimate, 4), 0 <= result.low <= result.estimate <= result.high <= 1
+    >>> out = bootstrap_intervals({"rate": lambda s: s[:, 0] / s[:, 1]}, units, clusters=[1, 1, 2, 3], n_resamples=2000)
+    >>> round(out["rate"].estimate, 4), 0 <= out["rate"].low <= out["rate"].estimate <= out["rate"].high <= 1
     (0.6667, True)
     """
     if not 0 < confidence < 1:
@@ -121,15 +148,42 @@ def bootstrap_interval(
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
         values = values[:, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        estimate = float(np.asarray(statistic(values.sum(axis=0, keepdims=True))).ravel()[0])
-        samples = np.asarray(statistic(resampled_sums(values, clusters, n_resamples, seed)), dtype=np.float64).ravel()
-    samples = samples[~np.isnan(samples)]
-    if samples.size == 0:
-        return Interval(estimate, float("nan"), float("nan"), confidence, n_resamples)
+    totals = values.sum(axis=0, keepdims=True)
+    # n_resamples = 0: estimates only, bounds undefined (reported as None by Interval.bounds)
+    sums = resampled_sums(values, clusters, n_resamples, seed) if n_resamples > 0 else np.empty((0, values.shape[1]))
     tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(samples, [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), confidence, n_resamples)
+    results = {}
+    for name, statistic in statistics.items():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            estimate = float(np.asarray(statistic(totals)).ravel()[0])
+            samples = np.asarray(statistic(sums), dtype=np.float64).ravel()
+        samples = samples[~np.isnan(samples)]
+        if samples.size == 0:
+            low = high = float("nan")
+        else:
+            low, high = (float(v) for v in np.percentile(samples, [tail, 100 - tail]))
+        results[name] = Interval(estimate, low, high, confidence, n_resamples)
+    return results
+
+
+def bootstrap_interval(
+    statistic: Statistic,
+    values: np.ndarray,
+    clusters: Sequence[object] | np.ndarray | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Interval:
+    """Percentile bootstrap interval of one statistic (see :func:`bootstrap_intervals`).
+
+    Example: a flip rate is ``flips / denominator`` summed over trials, resampled by patient.
+
+    >>> units = np.array([[1, 1], [0, 1], [1, 1], [0, 0]], dtype=float)
+    >>> result = bootstrap_interval(lambda s: s[:, 0] / s[:, 1], units, clusters=[1, 1, 2, 3], n_resamples=2000)
+    >>> round(result.estimate, 4)
+    0.6667
+    """
+    return bootstrap_intervals({"value": statistic}, values, clusters, n_resamples, confidence, seed)["value"]
 
 
 def paired_permutation_pvalue(

@@ -19,7 +19,7 @@ import numpy as np
 
 from shovir import labels as L
 from shovir.metrics import _checks
-from shovir.metrics.bootstrap import bootstrap_interval
+from shovir.metrics.bootstrap import NO_INTERVAL, bootstrap_interval, bootstrap_intervals
 
 __all__ = [
     "chexbert_f1",
@@ -52,9 +52,7 @@ def _averages(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, support: np.ndarra
 
 
 def _interval_dict(interval: Any) -> dict[str, float | None]:
-    if interval is None:
-        return {"low": None, "high": None}
-    return {"low": float(interval.low), "high": float(interval.high)}
+    return dict(NO_INTERVAL) if interval is None else interval.bounds()
 
 
 def chexbert_f1(
@@ -114,9 +112,8 @@ def chexbert_f1(
 
             return statistic
 
-        for key in keys:
-            group, average = key.rsplit("_", 1)
-            ci[key] = _interval_dict(bootstrap_interval(statistic_for(group, average), stacked, clusters, n_resamples, seed=seed))
+        statistics = {key: statistic_for(*key.rsplit("_", 1)) for key in keys}
+        ci = {key: value.bounds() for key, value in bootstrap_intervals(statistics, stacked, clusters, n_resamples, seed=seed).items()}
     return {
         "f1_14": {name: float(value) for name, value in all14.items()},
         "f1_5": {name: float(value) for name, value in top5.items()},
@@ -232,12 +229,9 @@ def delta_fn(
         before, after = float(score(totals, 0, group, average)[0]), float(score(totals, 1, group, average)[0])
         result[key] = before - after
         result["baseline"][key], result["full_noise"][key] = before, after
-        interval = None
-        if n_resamples > 0:
-            interval = bootstrap_interval(
-                lambda s, g=group, a=average: score(s, 0, g, a) - score(s, 1, g, a), units, clusters, n_resamples, seed=seed
-            )
-        result["ci"][key] = _interval_dict(interval)
+    drops = {key: (lambda s, g=key.rsplit("_", 1)[0], a=key.rsplit("_", 1)[1]: score(s, 0, g, a) - score(s, 1, g, a)) for key in keys}
+    intervals = bootstrap_intervals(drops, units, clusters, n_resamples, seed=seed) if n_resamples > 0 else {}
+    result["ci"] = {key: _interval_dict(intervals.get(key)) for key in keys}
     return result
 
 

@@ -1,0 +1,427 @@
+"""Beyond Accuracy (Zafar et al. 2026): visual reliance under real / shuffled / blank images,
+and hallucinated visual reasoning.
+
+Conditions (§3.3): *real* (the question with its own image), *shuffled* (another image of the
+same benchmark, never the sample's own) and *blank* (uniform gray). Each sample is answered under
+every condition (paired design), so all metrics are means of per-sample indicators
+(Algorithm 1), and one bootstrap resample of samples moves every metric together.
+
+Per sample ``i`` with reference ``y_i`` and answers ``a_i^c`` (compared by
+:mod:`shovir.metrics.answers`):
+
+=====================  ================================================  ======================
+key                    definition                                        paper
+=====================  ================================================  ======================
+``accuracy_<c>``       mean of ``1[a^c = y]``                            §3.4 ``Acc_c``
+``vrs``                ``Acc_real - Acc_shuffle``                        §3.4, Alg. 1 ``VRS_i``
+``blank_drop``         ``Acc_real - Acc_blank``                          §3.4, Alg. 1 ``BD_i``
+``image_sensitivity``  ``P[a_real != a_shuffle]``                        §3.4, Alg. 1 ``IS_i``
+``vbr``                ``P[correct_real = 1 and correct_shuffle = 0]``   §3.4
+``vhr``                ``P[correct_real = 0 and correct_shuffle = 1]``   §3.4
+``nvcr``               ``P[NVC = 1]``                                    §3.5
+``hvrr``               ``P[NVC = 1 and a_real = a_shuffle]``             §3.5 Eq. (1)
+``p_invariant_…``      ``P[a_real = a_shuffle | NVC = 1]``               §3.5, Table 4
+=====================  ================================================  ======================
+
+``vrs = vbr - vhr`` holds exactly (both count the same discordant pairs).
+
+Choices where the paper is silent or ambiguous:
+
+* **HVRR.** Eq. (1) defines the joint probability ``P[NVC=1 ∧ a_real=a_shuffle]``; Algorithm 1
+  aggregates ``Σ HVRR_i / Σ NVC_i``, the conditional. Tables 4-5 follow Eq. (1) (e.g. PathVQA
+  baseline: NVCR 80 %, HVRR 51 %, Cond. 63.8 % = 51/80), so ``hvrr`` is the joint and the
+  conditional is ``p_invariant_given_claim``.
+* **Confidence intervals** (§3.6: bootstrap, 1,000 resamples, 95 %): percentile intervals
+  (:func:`shovir.metrics.bootstrap.bootstrap_interval`) over samples -- or over ``clusters``
+  (e.g. image or patient ids) when given -- with all metrics computed on the same resamples.
+* **Permutation test** (§3.6, H0: VRS = 0 and BD = 0): the paired sign-flip test of the
+  per-sample differences ``VRS_i`` / ``BD_i`` (swapping a sample's two conditions flips the
+  sign of its difference), two-sided, ``(1 + k) / (1 + B)`` with ``B = n_permutations``
+  (the paper does not give ``B``; default 10,000).
+* **Image sensitivity** compares canonical answers (case, punctuation, yes/no variants and
+  option letters folded), not raw strings, so "Yes." and "yes" are not a change.
+* **Visual-claim detector** (§3.5): see :func:`detect_visual_claims`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Sequence
+
+import numpy as np
+
+from shovir.metrics import _checks
+from shovir.metrics.answers import agree_many, check_answers, match_many, per_item_options
+from shovir.metrics.bootstrap import NO_INTERVAL, Statistic, bootstrap_intervals, paired_permutation_pvalue
+
+__all__ = [
+    "CONDITIONS",
+    "METRIC_KEYS",
+    "VISUAL_LEXICON",
+    "visual_reliance",
+    "detect_visual_claims",
+    "has_visual_claim",
+    "hallucination_metrics",
+]
+
+CONDITIONS: tuple[str, ...] = ("real", "shuffled", "blank")
+"""The image conditions of Beyond Accuracy §3.3."""
+
+METRIC_KEYS: tuple[str, ...] = (
+    "accuracy_real",
+    "accuracy_shuffled",
+    "accuracy_blank",
+    "vrs",
+    "blank_drop",
+    "image_sensitivity",
+    "vbr",
+    "vhr",
+)
+"""The point-estimate keys of :func:`visual_reliance`, in output order (also the keys of ``ci``)."""
+
+HALLUCINATION_KEYS: tuple[str, ...] = ("nvcr", "hvrr", "p_invariant_given_claim")
+__all__.append("HALLUCINATION_KEYS")
+
+VISUAL_LEXICON: dict[str, tuple[str, ...]] = {
+    # §3.5 (1): "presence: 'shows', 'visible'"
+    "presence": (
+        "show", "shows", "showing", "shown", "demonstrate", "demonstrates", "demonstrating", "demonstrated",
+        "reveal", "reveals", "revealing", "revealed", "visible", "visualized", "visualised", "seen", "see",
+        "observed", "noted", "evident", "apparent", "appears", "appear", "depicts", "depicted", "displays",
+        "there is", "there are", "identified", "present", "presence",
+    ),
+    # "location: 'left', 'upper'"
+    "location": (
+        "left", "right", "upper", "lower", "middle", "bilateral", "bilaterally", "unilateral", "central",
+        "peripheral", "apical", "basal", "basilar", "hilar", "perihilar", "medial", "lateral", "anterior",
+        "posterior", "superior", "inferior", "proximal", "distal", "subpleural", "retrocardiac", "adjacent",
+    ),
+    # "appearance: 'irregular', 'spiculated'"
+    "appearance": (
+        "irregular", "spiculated", "smooth", "round", "rounded", "oval", "lobulated", "well defined",
+        "ill defined", "circumscribed", "nodular", "patchy", "hazy", "opaque", "opacity", "opacities",
+        "dense", "hyperdense", "hypodense", "hyperintense", "hypointense", "lucent", "lucency", "radiolucent",
+        "radiopaque", "heterogeneous", "homogeneous", "enhancing", "calcified", "cystic", "focal", "ground glass",
+        "bright", "dark", "stained", "eosinophilic", "basophilic", "pleomorphic", "hyperchromatic",
+    ),
+    # "severity: 'mild', 'extensive'"
+    "severity": (
+        "mild", "mildly", "moderate", "moderately", "severe", "severely", "extensive", "marked", "markedly",
+        "minimal", "slight", "slightly", "subtle", "prominent", "massive", "large", "small", "tiny",
+        "enlarged", "diffuse", "widespread",
+    ),
+}
+"""Visual-observation cues by category (Beyond Accuracy §3.5; the paper lists two examples per
+category, the rest is shovir's). Cues are matched as whole token sequences of the normalised
+text (hyphens split words, so "ill-defined" is the cue "ill defined")."""
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CUES: dict[tuple[str, ...], tuple[str, str]] = {}
+for _category, _cues in VISUAL_LEXICON.items():
+    for _cue in _cues:
+        _CUES.setdefault(tuple(_cue.split()), (_category, _cue))
+_CUE_LENGTHS = sorted({len(key) for key in _CUES}, reverse=True)
+
+
+# -- input handling -------------------------------------------------------------------------
+
+
+def _alignment(reference_ids: list[str], other_ids: list[str], field: str) -> np.ndarray:
+    """Positions in ``other`` of each reference id; raises unless both cover the same ids."""
+    position = {value: index for index, value in enumerate(other_ids)}
+    missing = [value for value in reference_ids if value not in position]
+    extra = sorted(set(other_ids) - set(reference_ids))
+    if missing or extra:
+        raise ValueError(
+            f"{field}: does not cover the same samples as sample_ids: {len(missing)} missing "
+            f"(e.g. {missing[:3]!r}), {len(extra)} extra (e.g. {extra[:3]!r})"
+        )
+    return np.array([position[value] for value in reference_ids], dtype=np.int64)
+
+
+def _condition_answers(
+    predictions: Sequence[str], field: str, n: int, sample_ids: list[str] | None, ids: Sequence[object] | None, ids_field: str
+) -> list[str]:
+    answers = check_answers(predictions, field)
+    if ids is None:
+        if len(answers) != n:
+            raise ValueError(f"{field}: expected {n} answers, one per sample (as references), got {len(answers)}")
+        return answers
+    if sample_ids is None:
+        raise ValueError(f"{ids_field}: given without sample_ids; pass the ids of the real condition too")
+    other = _checks.id_list(ids, ids_field, len(answers), unique=True)
+    order = _alignment(sample_ids, other, ids_field)
+    return [answers[i] for i in order]
+
+
+def _clusters(clusters: Sequence[object] | None, n: int) -> list[str] | None:
+    return None if clusters is None else _checks.id_list(clusters, "clusters", n)
+
+
+
+
+
+def _ratio(numerator: int, denominator: int) -> Statistic:
+    def statistic(sums: np.ndarray) -> np.ndarray:
+        return sums[:, numerator] / sums[:, denominator]
+
+    return statistic
+
+
+def _difference(first: int, second: int, denominator: int) -> Statistic:
+    def statistic(sums: np.ndarray) -> np.ndarray:
+        return (sums[:, first] - sums[:, second]) / sums[:, denominator]
+
+    return statistic
+
+
+# -- accuracy-based grounding metrics --------------------------------------------------------
+
+
+def visual_reliance(
+    predictions_real: Sequence[str],
+    predictions_shuffled: Sequence[str],
+    references: Sequence[str],
+    predictions_blank: Sequence[str] | None = None,
+    options: object = None,
+    *,
+    sample_ids: Sequence[object] | None = None,
+    sample_ids_shuffled: Sequence[object] | None = None,
+    sample_ids_blank: Sequence[object] | None = None,
+    clusters: Sequence[object] | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    n_permutations: int = 10000,
+    seed: int = 0,
+) -> dict:
+    """Accuracy per condition, VRS, Blank Drop, Image Sensitivity, VBR and VHR with bootstrap
+    CIs and permutation p-values (Beyond Accuracy §3.4, §3.6, Algorithm 1; definitions and
+    choices in the module docstring).
+
+    Inputs are answers (already extracted, see :func:`shovir.metrics.answers.extract_answer`):
+    ``references`` and ``predictions_real`` define the samples, in order. The other conditions
+    are aligned by position, or -- when ``sample_ids`` (for the real condition) and
+    ``sample_ids_shuffled`` / ``sample_ids_blank`` are given -- joined on ids, raising if a
+    condition does not cover exactly the same samples. ``options``: ``None``, one list shared by
+    all samples, or one list (or ``None``) per sample. ``clusters``: optional cluster id per
+    sample for a cluster bootstrap and cluster-level permutations.
+
+    Returns a dict with exactly the keys :data:`METRIC_KEYS` (float, or ``None`` for the blank
+    metrics when ``predictions_blank`` is absent), ``ci`` (each key → ``{"low", "high"}``, bounds
+    ``None`` when undefined), ``p_values`` (``{"vrs", "blank_drop"}``) and ``n``.
+
+    >>> out = visual_reliance(["yes", "no", "B", "yes"], ["yes", "yes", "A", "no"], ["yes", "no", "Coronal", "no"],
+    ...                       options=[None, None, ["Axial", "Coronal"], None], n_resamples=200)
+    >>> out["accuracy_real"], out["accuracy_shuffled"], out["vrs"], out["image_sensitivity"], out["vbr"], out["vhr"]
+    (0.75, 0.5, 0.25, 0.75, 0.5, 0.25)
+    >>> out["accuracy_blank"] is None and out["ci"]["blank_drop"] == {"low": None, "high": None} and out["p_values"]["blank_drop"] is None
+    True
+    """
+    refs = check_answers(references, "references", allow_empty_text=False)
+    n = len(refs)
+    real = check_answers(predictions_real, "predictions_real")
+    if len(real) != n:
+        raise ValueError(f"predictions_real: expected {n} answers, one per reference, got {len(real)}")
+    ids = None if sample_ids is None else _checks.id_list(sample_ids, "sample_ids", n, unique=True)
+    shuffled = _condition_answers(predictions_shuffled, "predictions_shuffled", n, ids, sample_ids_shuffled, "sample_ids_shuffled")
+    blank = None
+    if predictions_blank is not None:
+        blank = _condition_answers(predictions_blank, "predictions_blank", n, ids, sample_ids_blank, "sample_ids_blank")
+    elif sample_ids_blank is not None:
+        raise ValueError("sample_ids_blank: given without predictions_blank")
+    groups = _clusters(clusters, n)
+    opts = per_item_options(options, n)
+
+    correct_real = match_many(real, refs, opts, "predictions_real")
+    correct_shuffled = match_many(shuffled, refs, opts, "predictions_shuffled")
+    correct_blank = match_many(blank, refs, opts, "predictions_blank") if blank is not None else np.zeros(n, bool)
+    changed = ~agree_many(real, shuffled, opts, refs, ("predictions_real", "predictions_shuffled"))
+
+    # one row per sample: the indicators whose means are the metrics, and a 1 for the denominator
+    units = np.column_stack(
+        [
+            correct_real,
+            correct_shuffled,
+            correct_blank,
+            changed,
+            correct_real & ~correct_shuffled,
+            ~correct_real & correct_shuffled,
+            np.ones(n, bool),
+        ]
+    ).astype(np.float64)
+    statistics = {
+        "accuracy_real": _ratio(0, 6),
+        "accuracy_shuffled": _ratio(1, 6),
+        "accuracy_blank": _ratio(2, 6),
+        "vrs": _difference(0, 1, 6),
+        "blank_drop": _difference(0, 2, 6),
+        "image_sensitivity": _ratio(3, 6),
+        "vbr": _ratio(4, 6),
+        "vhr": _ratio(5, 6),
+    }
+    if blank is None:
+        del statistics["accuracy_blank"], statistics["blank_drop"]
+    intervals = bootstrap_intervals(statistics, units, groups, n_resamples, confidence, seed)
+    out: dict = {key: intervals[key].estimate_or_none() if key in intervals else None for key in METRIC_KEYS}
+    ci = {key: intervals[key].bounds() if key in intervals else dict(NO_INTERVAL) for key in METRIC_KEYS}
+    p_values = {
+        "vrs": float(paired_permutation_pvalue(units[:, 0] - units[:, 1], groups, n_permutations, seed)),
+        "blank_drop": (
+            float(paired_permutation_pvalue(units[:, 0] - units[:, 2], groups, n_permutations, seed))
+            if blank is not None
+            else None
+        ),
+    }
+    out["ci"] = ci
+    out["p_values"] = p_values
+    out["n"] = n
+    return out
+
+
+# -- visual claims and hallucinated visual reasoning -----------------------------------------
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _shared_phrase_mask(tokens: list[str], question_phrases: set[tuple[str, ...]], max_ngram: int) -> np.ndarray:
+    covered = np.zeros(len(tokens), dtype=bool)
+    for size in range(2, max_ngram + 1):
+        for start in range(len(tokens) - size + 1):
+            if tuple(tokens[start : start + size]) in question_phrases:
+                covered[start : start + size] = True
+    return covered
+
+
+def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> list[dict[str, str]]:
+    """Novel visual claims (NVCs) of a rationale (Beyond Accuracy §3.5 "Novel Claim Detection";
+    Algorithm 1 ``DetectVisualClaims(r_real, x_text)``).
+
+    A claim is an occurrence of a cue of :data:`VISUAL_LEXICON` (presence, location, appearance,
+    severity) that is *novel*: not part of a phrase the rationale shares with the question.
+    The paper "filter[s] out overlapping phrases up to 5 words long"; shovir reads this as: every
+    run of 2 to ``max_ngram`` consecutive words of the rationale that also occurs in the question
+    (after case folding and splitting on punctuation) is removed before cues are looked up.
+    Single shared words are *not* removed: a rationale that independently asserts the asked
+    property ("it has irregular margins" for "Is the lesion irregular?") makes a visual claim,
+    whereas quoting the question ("I check for an irregular mass" for "Is there an irregular
+    mass?") does not. Longer shared phrases are covered by their shared sub-phrases, so the
+    5-word cap only bounds the work. Negated observations
+    ("no visible effusion") are claims too: they assert what the image shows.
+
+    Returns one ``{"category", "cue", "statement"}`` dict per novel cue occurrence, in text order
+    (``statement`` is the sentence that holds it); ``NVC = 1`` exactly when the list is non-empty.
+
+    >>> claims = detect_visual_claims("I check for an irregular mass in the upper lobe. Its margins are spiculated.",
+    ...                               "Is there an irregular mass in the upper lobe?")
+    >>> [(c["category"], c["cue"], c["statement"]) for c in claims]
+    [('appearance', 'spiculated', 'Its margins are spiculated.')]
+    >>> detect_visual_claims("Is there a mass in the left lung? Yes.", "Is there a mass in the left lung?")
+    []
+    """
+    rationale = check_answers([rationale], "rationale")[0]
+    question = check_answers([question], "question")[0]
+    if max_ngram < 2:
+        raise ValueError(f"max_ngram must be >= 2 (phrases of 2 or more words), got {max_ngram}")
+    question_tokens = _tokens(question)
+    phrases = {
+        tuple(question_tokens[start : start + size])
+        for size in range(2, max_ngram + 1)
+        for start in range(len(question_tokens) - size + 1)
+    }
+    claims: list[dict[str, str]] = []
+    for statement in _SENTENCE_BREAK.split(rationale):
+        tokens = _tokens(statement)
+        if not tokens:
+            continue
+        covered = _shared_phrase_mask(tokens, phrases, max_ngram)
+        start = 0
+        while start < len(tokens):
+            for size in _CUE_LENGTHS:
+                key = tuple(tokens[start : start + size])
+                if len(key) == size and key in _CUES:
+                    if not covered[start : start + size].all():
+                        category, cue = _CUES[key]
+                        claims.append({"category": category, "cue": cue, "statement": statement.strip()})
+                    start += size
+                    break
+            else:
+                start += 1
+    return claims
+
+
+def has_visual_claim(rationale: str, question: str, max_ngram: int = 5) -> bool:
+    """``NVC_i``: whether the rationale makes at least one novel visual claim (§3.5).
+
+    >>> has_visual_claim("Mild cardiomegaly.", "Is the heart enlarged?"), has_visual_claim("Based on the question, yes.", "Is it?")
+    (True, False)
+    """
+    return bool(detect_visual_claims(rationale, question, max_ngram))
+
+
+def hallucination_metrics(
+    rationales: Sequence[str],
+    questions: Sequence[str],
+    predictions_real: Sequence[str],
+    predictions_shuffled: Sequence[str],
+    references: Sequence[str] | None = None,
+    options: object = None,
+    *,
+    sample_ids: Sequence[object] | None = None,
+    sample_ids_shuffled: Sequence[object] | None = None,
+    clusters: Sequence[object] | None = None,
+    max_ngram: int = 5,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """NVCR, HVRR and P(invariant | claim) with bootstrap CIs (Beyond Accuracy §3.5 Eq. (1),
+    Table 4, §3.6; the HVRR choice is explained in the module docstring).
+
+    ``rationales`` are the real-condition rationales (Algorithm 1 ``r_i^real``; use
+    :func:`shovir.metrics.answers.extract_rationale`), aligned with ``questions``,
+    ``predictions_real`` and, when given, ``references`` / ``sample_ids`` / ``clusters``.
+    ``predictions_shuffled`` is aligned by position or joined on ``sample_ids_shuffled``.
+    Invariance ``a_real = a_shuffle`` compares canonical answers (references, when given, decide
+    whether an item is yes/no). Returns ``nvcr``, ``hvrr``, ``p_invariant_given_claim`` (``None``
+    when no rationale makes a claim), ``ci`` (same keys → ``{"low", "high"}``), ``n`` and
+    ``n_claims`` (samples with NVC = 1).
+
+    >>> out = hallucination_metrics(
+    ...     ["A spiculated mass in the left lobe.", "Cannot tell.", "Mild effusion.", "Large opacity."],
+    ...     ["Is there a mass?", "Is it normal?", "Is there effusion?", "What is seen?"],
+    ...     ["yes", "yes", "yes", "opacity"], ["yes", "no", "no", "Opacity."], n_resamples=200)
+    >>> out["nvcr"], out["hvrr"], out["p_invariant_given_claim"], out["n_claims"]
+    (0.75, 0.5, 0.6666666666666666, 3)
+    """
+    real = check_answers(predictions_real, "predictions_real")
+    n = len(real)
+    texts = check_answers(rationales, "rationales")
+    asked = check_answers(questions, "questions")
+    for field, values in (("rationales", texts), ("questions", asked)):
+        if len(values) != n:
+            raise ValueError(f"{field}: expected {n} items, one per sample (as predictions_real), got {len(values)}")
+    refs = None
+    if references is not None:
+        refs = check_answers(references, "references", allow_empty_text=False)
+        if len(refs) != n:
+            raise ValueError(f"references: expected {n} answers, one per sample, got {len(refs)}")
+    ids = None if sample_ids is None else _checks.id_list(sample_ids, "sample_ids", n, unique=True)
+    shuffled = _condition_answers(predictions_shuffled, "predictions_shuffled", n, ids, sample_ids_shuffled, "sample_ids_shuffled")
+    groups = _clusters(clusters, n)
+    opts = per_item_options(options, n)
+
+    claim = np.array([has_visual_claim(r, q, max_ngram) for r, q in zip(texts, asked)], dtype=bool)
+    invariant = agree_many(real, shuffled, opts, refs, ("predictions_real", "predictions_shuffled"))
+    units = np.column_stack([claim, claim & invariant, np.ones(n, bool)]).astype(np.float64)
+    statistics = {"nvcr": _ratio(0, 2), "hvrr": _ratio(1, 2), "p_invariant_given_claim": _ratio(1, 0)}
+    intervals = bootstrap_intervals(statistics, units, groups, n_resamples, confidence, seed)
+    out: dict = {key: intervals[key].estimate_or_none() for key in HALLUCINATION_KEYS}
+    ci = {key: intervals[key].bounds() for key in HALLUCINATION_KEYS}
+    out["ci"] = ci
+    out["n"] = n
+    out["n_claims"] = int(claim.sum())
+    return out
