@@ -1,0 +1,48 @@
+"""Report labelers: free-text reports → 14 CheXpert codes (see :mod:`shovir.labels`).
+
+Every labeler is a callable ``labeler(reports: Sequence[str]) -> np.ndarray`` of shape
+``(len(reports), 14)``, dtype ``int8``, codes 0 blank / 1 positive / 2 negative / 3 uncertain in
+CheXbert head order. :func:`get_labeler` builds one by name:
+
+* ``"rule"`` — the offline, rule-based CheXpert labeler (default; no weights);
+* ``"chexbert"`` — CheXbert from a local checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Labeler", "LABELERS", "get_labeler"]
+
+
+@runtime_checkable
+class Labeler(Protocol):
+    """The labeler interface: a name and a batch call."""
+
+    name: str
+
+    def __call__(self, reports: Sequence[str]) -> np.ndarray:  # pragma: no cover - protocol
+        ...
+
+
+LABELERS: dict[str, str] = {
+    "rule": "shovir.labelers.rule_based:RuleBasedLabeler",
+    "chexbert": "shovir.labelers.chexbert:CheXbertLabeler",
+}
+"""Labeler name → ``module:Class``, imported on first use."""
+
+
+def get_labeler(name: str = "rule", **kwargs: Any) -> Labeler:
+    """Build the labeler registered as ``name`` with its keyword options.
+
+    >>> get_labeler("rule").name
+    'rule'
+    """
+    try:
+        module_name, class_name = LABELERS[name].split(":")
+    except KeyError:
+        raise ValueError(f"unknown labeler {name!r}; expected one of: {', '.join(sorted(LABELERS))}") from None
+    return getattr(importlib.import_module(module_name), class_name)(**kwargs)
