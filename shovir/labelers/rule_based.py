@@ -1,0 +1,997 @@
+"""Offline, rule-based CheXpert labeler: report text → 14 CheXpert codes, with explanations.
+
+This is shovir's default labeler. It needs no weights, runs at thousands of reports per second on
+one core and can say, for every code, which phrase and which rule produced it
+(:meth:`RuleBasedLabeler.explain`). It follows the conventions of the CheXpert labeler (Irvin et
+al., *CheXpert: A Large Chest Radiograph Dataset with Uncertainty Labels and Expert Comparison*,
+AAAI 2019), whose output CheXbert (Smit et al. 2020) was trained to reproduce, but it is an
+independent implementation: surface patterns over a normalised text instead of dependency parses.
+
+Stages
+------
+1. **Normalisation.** Lower case; hyphens, tabs and newlines become spaces (so "ground-glass" is
+   "ground glass"); a blank line is a sentence boundary. The text keeps its length, so every match
+   points back into the original report.
+2. **Mention extraction.** One pre-compiled regular expression (a character trie of every phrase,
+   whole words only, longest phrase first) finds, in a single left-to-right pass, the *mentions*
+   of the 13 observations, *cues* (negation, uncertainty, descriptors), clause *terminators* and
+   *excluded* phrases ("pleural line" is not a line, "heart border" is not the heart size,
+   "perihilar haziness" is not a lung opacity). Three kinds of mention exist:
+
+   * *findings* ("pleural effusion", "cardiomegaly", "endotracheal tube"): positive unless a cue
+     says otherwise;
+   * *attributes* ("heart size", "cardiac silhouette", "mediastinal contours", "costophrenic
+     angles"): they name a structure, not a finding, and count only with a descriptor —
+     "enlarged"/"widened" (positive), "normal"/"not enlarged" (negative), or, following CheXpert,
+     "stable"/"unchanged"/"borderline" (uncertain); a bare attribute is not a mention;
+   * *other findings* outside the 13 classes (emphysema, granuloma, scoliosis, hernia, pericardial
+     effusion, ...): they have no column but, as in CheXpert, a positive or uncertain one rules out
+     *No Finding*.
+
+3. **Scope.** A report is cut into sentences (".", "?", "!", ";", ":", blank lines) and sentences
+   into *segments* at contrastive words ("but", "however", "although", "except", "which", ...),
+   at "and the"/"and there"/", the ..."/", there ..." clause starts, before a cue that follows a comma ("no effusion,
+   possible pneumonia") and before "no change in"-type phrases. A cue acts only inside its
+   segment:
+
+   * segment-wide forward cues ("no", "without", "negative for", "free of", "rather than",
+     "resolution of", "no new", "cannot exclude", "suspicious for", "concerning for", "may
+     represent", ...) apply to every later mention of the segment, so "No pleural effusion or
+     pneumothorax" negates both;
+   * adjective-like cues ("possible", "likely", "questionable", "normal", "resolved", "may", ...)
+     apply to the next mention when only modifiers stand between them ("possible right lower lobe
+     pneumonia"), otherwise backward to the previous mention ("pneumonia is possible");
+   * backward cues ("is not seen", "has resolved", "cannot be excluded", "within normal limits",
+     ...) apply to the mention just before them, within a few words and without crossing a comma.
+
+   A cue reaching a mention also reaches the mentions listed with it ("A, B and C are not seen").
+
+4. **Classification of a mention** (CheXpert order: pre-negation uncertainty, then negation, then
+   uncertainty): a *pre-negation uncertainty* cue ("cannot be excluded", "not ruled out", "no
+   new") gives **uncertain** (3) even though it contains a negation; otherwise a negation cue
+   gives **negative** (2) — so "no suspicious nodule" is negative; otherwise an uncertainty cue,
+   alternatives ("atelectasis or pneumonia", "atelectasis versus pneumonia") or a phrase that is
+   uncertain by convention (CheXpert: "vascular congestion", "indistinctness" → Edema uncertain)
+   give **uncertain** (3); otherwise **positive** (1). "Heart failure"/"CHF" mentioned as present
+   also makes Cardiomegaly uncertain (a CheXpert exception).
+5. **Aggregation.** A class mentioned several times gets the highest code in the CheXpert order
+   positive (1) > uncertain (3) > negative (2) > blank (0).
+6. **No Finding** is 1 when the report is not empty and no class other than Support Devices (and
+   no *other finding*) is positive or uncertain — the CheXpert rule; so "No acute
+   cardiopulmonary process.", "Normal chest radiograph." or "Lungs are clear." give No Finding 1
+   and nothing else. Otherwise it is 0 (never 2 or 3: the CheXbert No Finding head is binary).
+   Empty or whitespace-only reports are all blank.
+
+Deliberate choices where CheXpert is ambiguous or surprising: "rule out X"/"evaluate for X"
+(indication wording) is uncertain while "X is ruled out"/"X is excluded" is negative; "X is
+unlikely" is uncertain, as CheXpert's "less likely"; "likely X" is uncertain; "blunting of the
+costophrenic angle" alone is an uncertain pleural effusion (a sign, not the finding), and "sharp
+costophrenic angles" a negative one; "perihilar haziness" (an edema sign) is not a lung opacity;
+"density" alone is an *other finding*, as in CheXpert, not a lung opacity; neutral wording that
+contains a cue word is skipped ("tube in normal position", "nearly resolved effusion", "the tip is
+not visualized", "effusion has not resolved"). All phrase lists are module-level tables
+(:data:`FINDINGS`, :data:`ATTRIBUTES`, :data:`OTHER_FINDINGS`, :data:`EXCLUSIONS`, :data:`CUES`,
+:data:`TERMINATORS`) written for shovir, not copied from the CheXpert labeler.
+
+Known limits: no parser, so long-distance syntax (e.g. negation carried into a relative clause
+without a terminator) follows the segment heuristics above; single newlines are treated as
+spaces (hard-wrapped reports) unless ``newline_is_boundary=True``.
+
+>>> labeler = RuleBasedLabeler()
+>>> codes = labeler(["Mild cardiomegaly. No pleural effusion or pneumothorax. Possible pneumonia."])
+>>> {CLASSES[i]: int(c) for i, c in enumerate(codes[0]) if c}
+{'Cardiomegaly': 1, 'Pneumonia': 3, 'Pneumothorax': 2, 'Pleural Effusion': 2}
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from shovir.labels import BLANK, CLASSES, CODE_NAMES, NEGATIVE, NUM_CLASSES, POSITIVE, UNCERTAIN
+
+__all__ = [
+    "RuleBasedLabeler",
+    "Decision",
+    "OTHER_FINDING",
+    "FINDINGS",
+    "ATTRIBUTES",
+    "OTHER_FINDINGS",
+    "EXCLUSIONS",
+    "CUES",
+    "TERMINATORS",
+    "expand",
+]
+
+OTHER_FINDING = "Other finding"
+"""Name used in explanations for findings outside the 13 classes (they only affect No Finding)."""
+
+# ----------------------------------------------------------------------------------------------
+# Phrase tables. Phrases are lower case; "{a,b,}" lists alternatives (an empty one makes the
+# part optional) and may nest; hyphens are written as spaces (the text is normalised the same way).
+# ----------------------------------------------------------------------------------------------
+
+_SIL = "{silhouette,silhouettes,contour,contours,shadow,configuration}"
+
+FINDINGS: dict[str, tuple[str, ...]] = {
+    "Enlarged Cardiomediastinum": (
+        "widened {superior ,upper ,}mediastinum",
+        "widening of the {superior ,upper ,}mediastinum",
+        "{superior ,upper ,}mediastinal {widening,enlargement}",
+        "widened {cardio,}mediastinal " + _SIL,
+        "enlarged {cardio,}mediastinal " + _SIL,
+        "enlargement of the {cardio,}mediastinal " + _SIL,
+        "cardiomediastinal enlargement",
+        "enlarged {cardio,}mediastinum",
+        "enlargement of the {cardio,}mediastinum",
+    ),
+    "Cardiomegaly": (
+        "cardiomegaly",
+        "cardiomegally",
+        "cardiac enlargement",
+        "heart enlargement",
+        "enlarged heart",
+        "enlarged heart size",
+        "enlarged cardiac {silhouette,contour,contours,shadow,size}",
+        "enlargement of the {heart,cardiac silhouette,cardiac shadow,cardiac contour}",
+    ),
+    "Lung Opacity": (
+        "opacity",
+        "opacities",
+        "opacification",
+        "opacifications",
+        "opacified",
+        "haziness",
+        "hazy",
+        "infiltrate",
+        "infiltrates",
+        "infiltration",
+        "infiltrations",
+        "infiltrative {process,change,changes}",
+        "{airspace,air space} {disease,process,processes,shadowing}",
+        "ground glass",
+        "groundglass",
+        "increased density",
+        "increased densities",
+        "decreased translucency",
+        "{interstitial,reticular,reticulonodular} "
+        "{marking,markings,pattern,prominence,changes,abnormality,abnormalities}",
+        "increased {interstitial ,lung ,}markings",
+        "interstitial lung disease",
+        "reticulation",
+        "scarring",
+        "scar",
+        "scars",
+        "{peribronchial,bronchial wall} thickening",
+    ),
+    "Lung Lesion": (
+        "nodule",
+        "nodules",
+        "nodular {opacity,opacities,density,densities,opacification,lesion,lesions}",
+        "nodularity",
+        "micronodules",
+        "mass",
+        "masses",
+        "lesion",
+        "lesions",
+        "tumor",
+        "tumors",
+        "tumour",
+        "tumours",
+        "neoplasm",
+        "neoplasms",
+        "carcinoma",
+        "malignancy",
+        "cavitary {lesion,lesions,nodule,mass}",
+        "cavitation",
+        "lump",
+    ),
+    "Edema": (
+        "edema",
+        "oedema",
+        "{pulmonary,interstitial,alveolar,perihilar,airspace,air space} edema",
+        "fluid overload",
+        "{congestive ,}heart failure",
+        "chf",
+        "{pulmonary ,}{vascular,venous} {congestion,engorgement}",
+        "pulmonary congestion",
+        "vascular prominence",
+        "prominence of the pulmonary vasculature",
+        "indistinctness",
+        "indistinct {pulmonary ,}vasculature",
+    ),
+    "Consolidation": (
+        "consolidation",
+        "consolidations",
+        "consolidative",
+        "consolidated",
+        "consolidating",
+    ),
+    "Pneumonia": (
+        "pneumonia",
+        "pneumonias",
+        "bronchopneumonia",
+        "pneumonic",
+        "infection",
+        "infections",
+        "infectious",
+        "infectious process",
+        "infective process",
+    ),
+    "Atelectasis": (
+        "atelectasis",
+        "atelectases",
+        "atelectatic",
+        "atelectatic {change,changes}",
+        "collapse",
+        "collapsed",
+    ),
+    "Pneumothorax": (
+        "pneumothorax",
+        "pneumothoraces",
+        "pneumothoraxes",
+        "ptx",
+        "hydropneumothorax",
+    ),
+    "Pleural Effusion": (
+        "effusion",
+        "effusions",
+        "pleural effusion",
+        "pleural effusions",
+        "pleural fluid",
+        "hydrothorax",
+        "hemothorax",
+        "empyema",
+        "loculated fluid",
+        "hydropneumothorax",
+        "blunting of the {left ,right ,bilateral ,}{lateral ,posterior ,}costophrenic {angle,angles,sulcus,sulci}",
+        "blunted {left ,right ,}costophrenic {angle,angles,sulcus,sulci}",
+        "costophrenic {angle,angles,sulcus,sulci} blunting",
+    ),
+    "Pleural Other": (
+        "pleural thickening",
+        "thickening of the pleura",
+        "{calcified ,}pleural {plaque,plaques}",
+        "pleural {scar,scars,scarring}",
+        "{pleural parenchymal,pleuroparenchymal,pleuro parenchymal} {scar,scars,scarring,opacity,opacities}",
+        "pleural {calcification,calcifications,irregularity,fibrosis}",
+        "apical {cap,caps}",
+        "fibrothorax",
+        "fibrosis",
+        "fibrotic {change,changes}",
+    ),
+    "Fracture": (
+        "fracture",
+        "fractures",
+        "fractured",
+        "fx",
+    ),
+    "Support Devices": (
+        "{endotracheal,et,tracheostomy,trach,nasogastric,ng,orogastric,og,enteric,feeding,gastric,"
+        "chest,thoracostomy,dobhoff,dobbhoff,duodenal,jejunal} {tube,tubes}",
+        "{ett,dobhoff,dobbhoff,tracheostomy}",
+        "tube",
+        "tubes",
+        "{lines and tubes,tubes and lines,lines,line}",
+        "{central,central venous,picc,pic,ij,internal jugular,subclavian,femoral,arterial,dialysis,midline,"
+        "swan ganz,pulmonary artery} {line,lines,catheter,catheters}",
+        "{peripherally inserted central catheter,picc,cvc,swan ganz}",
+        "catheter",
+        "catheters",
+        "{pigtail,drainage,pleural,hemodialysis,foley} {catheter,catheters}",
+        "pigtail",
+        "{drain,drains}",
+        "{pacemaker,pacemakers,pacer,pacers,icd,aicd,defibrillator,defibrillators,cardioverter defibrillator}",
+        "{pacemaker,pacer,pacing,icd,aicd,defibrillator} {lead,leads,wire,wires,generator,device}",
+        "leads",
+        "loop recorder",
+        "{port,ports,port a cath,portacath,mediport,power port,chest port,infusion port}",
+        "{sternotomy,sternal,cerclage,epicardial pacing,pacing,ecg,ekg} {wire,wires}",
+        "{median ,}sternotomy",
+        "wires",
+        "guidewire",
+        "{surgical ,vascular ,}{clip,clips,staples}",
+        "{prosthetic valve,valve replacement,valve prosthesis,valve replacements,tavr,tavi}",
+        "{mitral,aortic,tricuspid} valve {replacement,prosthesis,repair}",
+        "{stent,stents,coil,coils,embolization coils}",
+        "{hardware,orthopedic hardware,fixation hardware,fusion hardware,screw,screws,fixation plate,rods}",
+        "{electrode,electrodes,monitoring leads,ecg leads,ekg leads}",
+        "{cannula,cannulas,ecmo cannula,ecmo}",
+        "{lvad,left ventricular assist device,impella,intra aortic balloon pump,iabp,balloon pump}",
+        "{device,devices,support device,support devices,monitoring device,monitoring devices}",
+        "{apparatus,equipment}",
+    ),
+}
+"""Finding phrases per class: a match is a positive mention unless a cue says otherwise."""
+
+ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "Enlarged Cardiomediastinum": (
+        "cardiomediastinal {silhouette,silhouettes,contour,contours,size,shadow,configuration,width}",
+        "{cardiomediastinum,mediastinum,superior mediastinum,upper mediastinum}",
+        "{superior ,upper ,}mediastinal {silhouette,silhouettes,contour,contours,configuration,shadow,width}",
+        "{mediastinal and hilar,hilar and mediastinal} {contour,contours,silhouette,silhouettes,structures}",
+    ),
+    "Cardiomegaly": (
+        "heart",
+        "heart size",
+        "heart shadow",
+        "size of the heart",
+        "size of the cardiac silhouette",
+        "cardiac {silhouette,silhouettes,contour,contours,size,shadow,diameter}",
+    ),
+    "Enlarged Cardiomediastinum|Cardiomegaly": (
+        "{heart and mediastinum,heart and mediastinal contours}",
+        "cardiac and mediastinal {contour,contours,silhouette,silhouettes}",
+        "{cardiac,heart}, mediastinal and hilar {contour,contours,silhouette,silhouettes}",
+        "{cardiac,heart}, mediastinal, and hilar {contour,contours,silhouette,silhouettes}",
+        "{cardiac,heart} mediastinal and hilar {contour,contours,silhouette,silhouettes}",
+    ),
+    "Pleural Effusion": (
+        "costophrenic {angle,angles,sulcus,sulci}",
+        "{left ,right ,}{lateral ,posterior ,}costophrenic {angle,angles,sulcus,sulci}",
+    ),
+}
+"""Structure phrases that count only with a descriptor ("enlarged", "normal", "stable", ...).
+Keys may join two classes with "|"."""
+
+OTHER_FINDINGS: tuple[str, ...] = (
+    "{emphysema,emphysematous,emphysematous changes,subcutaneous emphysema,subcutaneous air}",
+    "{copd,chronic obstructive pulmonary disease,chronic lung disease}",
+    "{hyperinflation,hyperinflated,hyperexpanded,hyperexpansion,overinflation}",
+    "{scoliosis,kyphosis,kyphoscoliosis,kyphotic,scoliotic}",
+    "degenerative {change,changes,disease}",
+    "{spondylosis,osteophyte,osteophytes,osteophytosis,osteopenia,osteoporosis,osteodystrophy}",
+    "{calcification,calcifications,calcified}",
+    "{atherosclerosis,atherosclerotic,atherosclerotic disease}",
+    "{granuloma,granulomas,granulomata,calcified granuloma,calcified granulomas}",
+    "calcified {nodule,nodules,lymph node,lymph nodes}",
+    "{hernia,hiatal hernia,hiatus hernia}",
+    "{bronchiectasis,bronchitis,bronchiolitis,airways disease,airway disease,reactive airway disease,asthma}",
+    "{bulla,bullae,bullous,bleb,blebs}",
+    "{pneumomediastinum,pneumoperitoneum,free air,free intraperitoneal air,pneumopericardium}",
+    "{elevated,elevation of the} {left ,right ,}hemidiaphragm",
+    "{eventration,cephalization,peribronchial cuffing}",
+    "{kerley lines,kerley b lines,septal lines,interlobular septal thickening}",
+    "{metastasis,metastases,metastatic disease}",
+    "{lymphadenopathy,adenopathy,hilar enlargement,enlarged hila,hilar prominence,prominent hila}",
+    "{hematoma,hemorrhage,contusion,contusions,aspiration,volume loss,deformity,deformities}",
+    "{osseous,bony,bone,lytic,sclerotic,blastic,skin,cutaneous} {lesion,lesions}",
+    "{soft tissue,subcutaneous,chest wall} edema",
+    "{pulmonary hypertension,pulmonary arterial hypertension,pneumonitis,density,densities}",
+    "thoracentesis",
+    "{pericardial effusion,pericardial effusions,joint effusion}",
+    "{vertebral,vertebral body,compression} collapse",
+)
+"""Findings outside the 13 classes; positive or uncertain ones rule out No Finding (CheXpert)."""
+
+EXCLUSIONS: tuple[str, ...] = (
+    "{visceral ,}pleural line",
+    "{paraspinal,paratracheal,paravertebral,junction,anterior junction,posterior junction,azygoesophageal,skin} "
+    "{line,lines}",
+    "in line with",
+    "line of",
+    "heart border",
+    "{left,right} heart border",
+    "perihilar {haziness,haze}",
+    "mass effect",
+    "nipple {shadow,shadows}",
+    # neutral wording that would otherwise read as a negation cue
+    "{in ,}{normal,unremarkable,satisfactory,standard} "
+    "{position,positions,positioning,course,location,placement,alignment}",
+    "normally positioned",
+    "tip {is ,}not {seen,visualized,visualised,visible,identified,well seen,well visualized,included}",
+    "{nearly,almost,partially,incompletely,mostly,largely,not completely,not fully,not entirely} {resolved,cleared}",
+    "{has ,have ,}not {yet ,}{resolved,cleared}",
+)
+"""Phrases that contain a mention or cue word but are neither; they are skipped."""
+
+# Cue polarities and scopes.
+_PREUNC, _NEG, _UNC, _STABLE, _POS = "pre-negation uncertainty", "negation", "uncertainty", "stability", "descriptor"
+_FWD, _NEXT, _BWD, _ADJ = "forward", "next", "backward", "adjacent"
+
+# (phrases, polarity, scope, forward window in words, backward window in words, starts a segment)
+CUES: tuple[tuple[tuple[str, ...], str, str, int, int, bool], ...] = (
+    # -- pre-negation uncertainty: contains a negation word but means "possibly present".
+    (("no new", "no new area of", "no new areas of", "cannot exclude", "can not exclude", "can't exclude",
+      "could not exclude", "cannot rule out", "can not rule out", "could not rule out", "cannot totally exclude",
+      "difficult to exclude", "not possible to exclude", "impossible to exclude", "no evidence to rule out"),
+     _PREUNC, _FWD, 0, 0, False),
+    (("{cannot,can not,can't,could not,may not,should not} be "
+      "{entirely ,completely ,totally ,definitely ,}{excluded,ruled out}",
+      "{is ,are ,}not {entirely ,completely ,totally ,definitely ,}{excluded,ruled out}",
+      "not be {excluded,ruled out}"),
+     _PREUNC, _BWD, 0, 8, False),
+    # -- negation
+    (("no", "not", "without", "absence of", "negative for", "free of", "clear of", "no evidence of",
+      "no radiographic evidence of", "no signs of", "no sign of", "without evidence of", "no findings of",
+      "no findings to suggest", "no focus of", "rather than", "resolution of", "interval resolution of",
+      "removal of", "interval removal of", "clearing of", "disappearance of", "neither", "nor", "never",
+      "no longer"),
+     _NEG, _FWD, 0, 0, False),
+    (("history of",), _NEG, _NEXT, 3, 0, False),
+    (("{is ,are ,was ,were ,has been ,have been ,}{no longer,not} {seen,identified,visualized,visualised,"
+      "visible,appreciated,demonstrated,evident,present,detected,noted,apparent,observed,definitely seen}",
+      "{has,have,had} {resolved,cleared,disappeared}",
+      "disappeared",
+      "{has ,have ,}been removed",
+      "{is ,are ,}{ruled out,excluded}",
+      "within normal limits",
+      "{is ,are ,}{normal,unremarkable} in {size,appearance,caliber,contour}",
+      "{top,upper,high,upper limits of,upper limit of,the upper limits of,the upper limit of} normal",
+      "{is ,are ,}not {enlarged,widened,increased,dilated,prominent}",
+      "not significantly enlarged"),
+     _NEG, _BWD, 0, 6, False),
+    (("normal", "unremarkable", "resolved", "removed", "cleared", "absent", "sharp", "sharply defined", "clear"),
+     _NEG, _ADJ, 3, 6, False),
+    # -- uncertainty
+    (("possibly", "presumably", "presumed", "presumptive", "suspicious for", "suspicion for", "suspicion of",
+      "concerning for", "concern for", "worrisome for", "suggestive of", "suggesting", "suggests", "suggest",
+      "question of", "questionable for", "possibility of", "possibility for", "differential diagnosis includes",
+      "differential diagnosis would include", "differential includes", "differential considerations include",
+      "correlate for", "clinical correlation for", "evaluate for", "evaluation for", "assess for",
+      "rule out", "r/o", "to exclude", "indeterminate",
+      "may represent", "may reflect", "may indicate", "could represent", "could reflect", "could indicate",
+      "might represent", "might reflect", "can represent", "may be due to", "could be due to",
+      "likely due to", "possibly due to", "likely represents", "likely reflects", "likely representing",
+      "likely reflecting", "may be related to", "probably", "maybe", "perhaps"),
+     _UNC, _FWD, 0, 0, False),
+    (("possible", "probable", "likely", "most likely", "more likely", "less likely", "unlikely", "questionable",
+      "suspected", "suspect", "suspicious", "borderline", "developing", "obscured", "obscuring", "equivocal",
+      "may", "might", "could", "may be", "might be", "could be", "uncertain"),
+     _UNC, _ADJ, 6, 6, False),
+    (("{may,might,could,can} be present",
+      "{is ,are ,}{not well,poorly,incompletely,not clearly} "
+      "{seen,visualized,visualised,evaluated,assessed,delineated}",
+      "{cannot,can not,could not} be {assessed,evaluated}",
+      "difficult to {assess,evaluate}",
+      "{is ,are ,}{questioned,a consideration,considered}"),
+     _UNC, _BWD, 0, 6, False),
+    # -- stability (uncertain for size/silhouette attributes, CheXpert; no effect on findings)
+    (("stable", "unchanged", "grossly stable", "essentially unchanged", "similar", "similar to prior",
+      "not changed", "not significantly changed", "has not changed", "without change", "not substantially changed"),
+     _STABLE, _ADJ, 4, 6, False),
+    (("no change", "no change in", "no significant change", "no significant change in", "no interval change",
+      "no interval change in", "no significant interval change", "no appreciable change", "without interval change",
+      "no increase", "no increase in", "no worsening", "no worsening of", "without worsening"),
+     _STABLE, _FWD, 0, 0, True),
+    # -- abnormal descriptors of attributes
+    (("enlarged", "enlarging", "increased", "widened", "prominent", "large", "larger", "blunted", "dilated"),
+     _POS, _ADJ, 3, 6, False),
+    (("enlargement", "widening", "prominence", "blunting", "increased in size", "increase in size"),
+     _POS, _BWD, 0, 3, False),
+    (("enlargement of the", "enlargement of", "widening of the", "prominence of the", "blunting of the",
+      "increase in the", "increased size of the"),
+     _POS, _NEXT, 1, 0, False),
+)
+"""Cue table: (phrases, polarity, scope, forward window, backward window, starts a segment)."""
+
+TERMINATORS: tuple[str, ...] = (
+    "but", "however", "although", "though", "except", "except for", "aside from", "apart from", "whereas",
+    "while", "yet", "nevertheless", "nonetheless", "which", "who", "and there", "and the", "in addition",
+    "additionally",
+)
+"""Words that end the scope of a cue (they start a new segment)."""
+
+# ----------------------------------------------------------------------------------------------
+# Compilation
+# ----------------------------------------------------------------------------------------------
+
+_M_FINDING, _M_ATTR, _CUE, _TERM, _EXCL = 0, 1, 2, 3, 4
+_OTHER_INDEX = NUM_CLASSES  # internal column for other findings (affects No Finding only)
+_NO_FINDING = CLASSES.index("No Finding")
+_SUPPORT = CLASSES.index("Support Devices")
+_CARDIOMEGALY = CLASSES.index("Cardiomegaly")
+_RANK = (0, 3, 1, 2)  # CheXpert priority by code: blank < negative < uncertain < positive
+_NAMES = CLASSES + (OTHER_FINDING,)  # index 14: other findings
+
+# Mentions that are uncertain by convention (CheXpert post-negation uncertainty rules).
+_INHERENTLY_UNCERTAIN = (
+    "{pulmonary ,}{vascular,venous} {congestion,engorgement}",
+    "pulmonary congestion",
+    "vascular prominence",
+    "prominence of the pulmonary vasculature",
+    "indistinctness",
+    "indistinct {pulmonary ,}vasculature",
+    "blunting of the {left ,right ,bilateral ,}{lateral ,posterior ,}costophrenic {angle,angles,sulcus,sulci}",
+    "blunted {left ,right ,}costophrenic {angle,angles,sulcus,sulci}",
+    "costophrenic {angle,angles,sulcus,sulci} blunting",
+)
+_HEART_FAILURE = ("{congestive ,}heart failure", "chf")
+_ATTR_POSITIVE_CODE = {"Pleural Effusion": UNCERTAIN}  # blunted costophrenic angle: a sign, uncertain
+
+_LIST_STOP = frozenset(
+    "is are was were be been being has have had there which that with without in on at of to from by for "
+    "but no not than also seen noted present identified shows show demonstrates may might could "
+    "suggest suggests suggesting represent represents likely possible".split()
+)
+_OR_WORDS = frozenset(("or", "versus", "vs", "and/or"))
+_NEXT_BLOCK = re.compile(r"[,;]|\b(?:is|are|was|were|be|been|has|have|had|with|without|and|or|in|at|on|from|by|"
+                         r"for|which|that|there|no|not|but|than)\b")
+_BACK_BLOCK = re.compile(r"[,;]|\b(?:with|without|and|or|but|which|no|than|while)\b")
+_NORMALISE = str.maketrans({"-": " ", "\t": " ", "\r": " ", "\n": " ", "\f": " ", "\v": " ", "\u2013": " ",
+                            "\u2014": " ", "\u00a0": " "})
+_PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
+_BREAK_PATTERN = (
+    r"[!?;|]|:(?!\d)"
+    r"|(?<!\bvs)(?<!\be\.g)(?<!\bi\.e)(?<!\bapprox)(?<!\bdr)(?<!\bst)(?:\.(?!\d)|(?<!\d)\.)"
+    r"|,(?= +(?:and +)?(?:the|there|this|these|it|its)\b)"
+)
+
+
+def expand(pattern: str) -> list[str]:
+    """All phrases written by ``pattern``: ``{a,b,}`` lists alternatives and may nest.
+
+    >>> expand("pleural effusion{,s}")
+    ['pleural effusion', 'pleural effusions']
+    >>> expand("{left ,right ,}{upper,lower} lobe")
+    ['left upper lobe', 'left lower lobe', 'right upper lobe', 'right lower lobe', 'upper lobe', 'lower lobe']
+    """
+    return list(dict.fromkeys(" ".join(phrase.split()) for phrase in _expand_raw(pattern)))
+
+
+def _expand_raw(pattern: str) -> list[str]:
+    start = pattern.find("{")
+    if start < 0:
+        return [pattern]
+    depth, end = 0, -1
+    parts, last = [], start + 1
+    for i in range(start, len(pattern)):
+        ch = pattern[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                end = i
+                parts.append(pattern[last:i])
+                break
+        elif ch == "," and depth == 1:
+            parts.append(pattern[last:i])
+            last = i + 1
+    if end < 0:
+        raise ValueError(f"unbalanced braces in phrase pattern {pattern!r}")
+    prefix, suffix = pattern[:start], pattern[end + 1:]
+    out: list[str] = []
+    for part in parts:
+        for tail in _expand_raw(part + suffix):
+            out.extend(_expand_raw(prefix + tail))
+    return out
+
+
+def _norm_phrase(phrase: str) -> str:
+    return " ".join(phrase.lower().translate(_NORMALISE).split())
+
+
+class _Entry:
+    """What a matched phrase means."""
+
+    __slots__ = ("kind", "classes", "polarity", "scope", "fwd", "bwd", "breaks", "inherent", "heart_failure")
+
+    def __init__(self, kind: int, classes: tuple[int, ...] = (), polarity: str = "", scope: str = "",
+                 fwd: int = 0, bwd: int = 0, breaks: bool = False, inherent: int = POSITIVE,
+                 heart_failure: bool = False) -> None:
+        self.kind = kind
+        self.classes = classes
+        self.polarity = polarity
+        self.scope = scope
+        self.fwd = fwd
+        self.bwd = bwd
+        self.breaks = breaks
+        self.inherent = inherent
+        self.heart_failure = heart_failure
+
+
+def _trie_regex(phrases: Iterable[str]) -> str:
+    """A regular expression matching any of ``phrases``, longest first, via a character trie."""
+    trie: dict = {}
+    for phrase in phrases:
+        node = trie
+        for ch in phrase:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        end = "" in node
+        branches = []
+        for ch in sorted(k for k in node if k):
+            atom = " +" if ch == " " else re.escape(ch)
+            branches.append(atom + emit(node[ch]))
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if end:
+            return ("(?:" + body + ")?") if len(branches) == 1 else body + "?"
+        return body
+
+    return emit(trie)
+
+
+class Decision(NamedTuple):
+    """One labeling decision, as returned by :meth:`RuleBasedLabeler.explain`.
+
+    ``class_name`` is a CheXpert class (or :data:`OTHER_FINDING`, or ``"(excluded)"`` for a skipped
+    phrase), ``code`` the code this mention gives (0-3), ``phrase`` the matched text, ``sentence``
+    the sentence of the report it was found in, and ``rule`` a plain-English reason.
+    """
+
+    class_name: str
+    code: int
+    phrase: str
+    sentence: str
+    rule: str
+
+
+class _Item:
+    __slots__ = ("start", "end", "entry", "phrase", "cues", "carried", "group", "rank")
+
+    def __init__(self, start: int, end: int, entry: _Entry, phrase: str) -> None:
+        self.start = start
+        self.end = end
+        self.entry = entry
+        self.phrase = phrase
+        self.cues: list = []  # windowed cues that reach this mention, with the side they are on
+        self.carried: dict | None = None  # nearest segment-wide forward cue per polarity
+        self.group = -1  # list group within the segment
+        self.rank = 0  # position within the group
+
+
+class RuleBasedLabeler:
+    """Offline CheXpert labeler: reports → ``(n, 14)`` ``int8`` codes (0 blank, 1 positive,
+    2 negative, 3 uncertain) in :data:`shovir.labels.CLASSES` order.
+
+    Rules and conventions are described in the module docstring; :meth:`explain` shows, for one
+    report, every matched phrase with its code and the rule that set it.
+
+    Parameters
+    ----------
+    newline_is_boundary:
+        Treat every newline as a sentence boundary (for bulleted reports without punctuation).
+        By default a single newline is a space (hard-wrapped reports) and only a blank line ends a
+        sentence.
+    extra_findings:
+        Additional finding phrases per class name, e.g. ``{"Lung Lesion": ["lung abscess"]}``;
+        they use the same ``{a,b,}`` pattern syntax as :data:`FINDINGS`.
+
+    >>> labeler = RuleBasedLabeler()
+    >>> labeler(["No acute cardiopulmonary process."])[0].tolist()
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    >>> labeler(["Endotracheal tube in place. Small left pleural effusion."])[0, [9, 12, 13]].tolist()
+    [1, 1, 0]
+    """
+
+    name = "rule"
+
+    def __init__(self, newline_is_boundary: bool = False,
+                 extra_findings: Mapping[str, Iterable[str]] | None = None) -> None:
+        self.newline_is_boundary = bool(newline_is_boundary)
+        table: dict[str, _Entry] = {}
+        origin: dict[str, str] = {}
+
+        def add(pattern: str, entry: _Entry, where: str) -> None:
+            for phrase in expand(_norm_phrase(pattern)):
+                if phrase in table:
+                    old = table[phrase]
+                    same_mention = old.kind == entry.kind and old.kind in (_M_FINDING, _M_ATTR)
+                    if same_mention:  # one phrase naming two classes (hydropneumothorax)
+                        merged = tuple(dict.fromkeys(old.classes + entry.classes))
+                        table[phrase] = _Entry(old.kind, merged, inherent=old.inherent,
+                                               heart_failure=old.heart_failure)
+                        continue
+                    raise ValueError(f"phrase {phrase!r} is both {origin[phrase]} and {where}")
+                table[phrase] = entry
+                origin[phrase] = where
+
+        uncertain = {p for pat in _INHERENTLY_UNCERTAIN for p in expand(pat)}
+        heart_failure = {p for pat in _HEART_FAILURE for p in expand(pat)}
+        findings: dict[str, list[str]] = {name: list(phrases) for name, phrases in FINDINGS.items()}
+        for name, phrases in (extra_findings or {}).items():
+            if name not in CLASSES[:_NO_FINDING]:
+                raise ValueError(f"extra_findings: unknown class {name!r}; expected one of: "
+                                 + ", ".join(CLASSES[:_NO_FINDING]))
+            if isinstance(phrases, str):
+                raise ValueError(f"extra_findings[{name!r}]: expected a list of phrases, got a string")
+            findings.setdefault(name, []).extend(phrases)
+        for name, patterns in findings.items():
+            index = CLASSES.index(name)
+            for pattern in patterns:
+                for phrase in expand(_norm_phrase(pattern)):
+                    entry = _Entry(_M_FINDING, (index,), inherent=UNCERTAIN if phrase in uncertain else POSITIVE,
+                                   heart_failure=phrase in heart_failure)
+                    add(phrase, entry, f"a {name} finding")
+        for names, patterns in ATTRIBUTES.items():
+            indices = tuple(CLASSES.index(n) for n in names.split("|"))
+            for pattern in patterns:
+                add(pattern, _Entry(_M_ATTR, indices), f"a {names} attribute")
+        for pattern in OTHER_FINDINGS:
+            add(pattern, _Entry(_M_FINDING, (_OTHER_INDEX,)), "an other finding")
+        for pattern in EXCLUSIONS:
+            add(pattern, _Entry(_EXCL), "an exclusion")
+        for phrases, polarity, scope, fwd, bwd, breaks in CUES:
+            for pattern in phrases:
+                add(pattern, _Entry(_CUE, polarity=polarity, scope=scope, fwd=fwd, bwd=bwd, breaks=breaks),
+                    f"a {polarity} cue")
+        for pattern in TERMINATORS:
+            add(pattern, _Entry(_TERM), "a terminator")
+        self._table = table
+        self._regex = re.compile(r"(?P<b>" + _BREAK_PATTERN + r")|\b(?P<w>" + _trie_regex(table) + r")\b")
+
+    # -- public API ----------------------------------------------------------------------------
+
+    def __call__(self, reports: Sequence[str]) -> np.ndarray:
+        """Label a batch of reports.
+
+        Returns an ``int8`` array of shape ``(len(reports), 14)``. Raises ``ValueError`` for a
+        single string (wrap it in a list) and for a non-string entry, naming its index.
+
+        >>> RuleBasedLabeler()(["Heart size is normal.", ""]).tolist()[1]
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        """
+        if isinstance(reports, (str, bytes)):
+            raise ValueError("reports: expected a sequence of report strings, got a single string; "
+                             "wrap it in a list")
+        out = np.zeros((len(reports), NUM_CLASSES), dtype=np.int8)
+        for i, report in enumerate(reports):
+            if not isinstance(report, str):
+                raise ValueError(f"reports[{i}]: expected a str, got {type(report).__name__}: {report!r:.60}")
+            codes = self._label(report, None)
+            if codes is not None:
+                out[i] = codes
+        return out
+
+    def label(self, report: str) -> list[int]:
+        """The 14 codes of one report as a list.
+
+        >>> RuleBasedLabeler().label("Possible left lower lobe pneumonia.")[6]
+        3
+        """
+        return self([report])[0].tolist()
+
+    def explain(self, report: str) -> list[Decision]:
+        """Why ``report`` gets its codes: one :class:`Decision` per matched phrase, in text order,
+        then one per class with its final code (``rule`` starting with ``"final:"``), No Finding
+        last.
+
+        >>> for d in RuleBasedLabeler().explain("No pleural effusion."):
+        ...     print(d.class_name, d.code, repr(d.phrase), d.rule)
+        Pleural Effusion 2 'pleural effusion' negative: negation cue 'no' before it in the clause
+        Pleural Effusion 2 '' final: negative (highest of its mentions: positive > uncertain > negative)
+        No Finding 1 '' final: no class other than Support Devices is positive or uncertain
+        """
+        if not isinstance(report, str):
+            raise ValueError(f"report: expected a str, got {type(report).__name__}")
+        decisions: list[Decision] = []
+        codes = self._label(report, decisions)
+        if codes is None:
+            decisions.append(Decision("No Finding", BLANK, "", "", "final: empty report, every class blank"))
+            return decisions
+        for c in range(_NO_FINDING):
+            if codes[c] != BLANK:
+                decisions.append(Decision(CLASSES[c], int(codes[c]), "", "",
+                                          f"final: {CODE_NAMES[int(codes[c])]} (highest of its mentions: "
+                                          "positive > uncertain > negative)"))
+        if codes[_NO_FINDING] == POSITIVE:
+            rule = "final: no class other than Support Devices is positive or uncertain"
+        else:
+            blocking = [d.class_name for d in decisions
+                        if d.code in (POSITIVE, UNCERTAIN) and d.class_name not in (CLASSES[_SUPPORT], "(excluded)")
+                        and not d.rule.startswith("final")]
+            rule = "final: 0 because of " + ", ".join(dict.fromkeys(blocking))
+        decisions.append(Decision("No Finding", int(codes[_NO_FINDING]), "", "", rule))
+        return decisions
+
+    # -- engine --------------------------------------------------------------------------------
+
+    def _normalise(self, report: str) -> str:
+        text = report.lower()
+        if len(text) != len(report):  # a few characters lower-case to two; keep offsets aligned
+            text = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in report)
+        if "\n" in text:
+            if self.newline_is_boundary:
+                text = text.replace("\n", "|")
+            else:
+                text = _PARAGRAPH.sub(lambda m: "|" + " " * (len(m.group()) - 1), text)
+        return text.translate(_NORMALISE)
+
+    def _label(self, report: str, explain: list[Decision] | None) -> list[int] | None:
+        if not report or report.isspace():
+            return None
+        text = self._normalise(report)
+        table = self._table
+        segments: list[list[_Item]] = []
+        current: list[_Item] = []
+        excluded: list[_Item] = []
+        for m in self._regex.finditer(text):
+            phrase = m.group("w")
+            if phrase is None:  # sentence boundary
+                if current:
+                    segments.append(current)
+                    current = []
+                continue
+            entry = table.get(phrase) or table[" ".join(phrase.split())]
+            kind = entry.kind
+            if kind == _TERM:
+                if current:
+                    segments.append(current)
+                    current = []
+                continue
+            start = m.start("w")
+            if kind == _EXCL:
+                if explain is not None:
+                    excluded.append(_Item(start, m.end("w"), entry, phrase))
+                continue
+            if kind == _CUE and current and (entry.breaks or _comma_before(text, start)):
+                segments.append(current)
+                current = []
+            current.append(_Item(start, m.end("w"), entry, phrase))
+        if current:
+            segments.append(current)
+
+        codes = [BLANK] * (NUM_CLASSES + 1)
+        found: list[tuple[_Item, int, int, str]] = []
+        for segment in segments:
+            self._resolve(text, segment, codes, found if explain is not None else None)
+
+        affirmed = any(codes[c] in (POSITIVE, UNCERTAIN) for c in range(NUM_CLASSES + 1)
+                       if c != _SUPPORT and c != _NO_FINDING)
+        codes[_NO_FINDING] = BLANK if affirmed else POSITIVE
+        if explain is not None:
+            rows = [(item.start, _NAMES[c], code, item.phrase, _sentence(report, text, item.start), rule)
+                    for item, c, code, rule in found]
+            rows += [(item.start, "(excluded)", BLANK, item.phrase, _sentence(report, text, item.start),
+                      "excluded phrase: not a CheXpert observation") for item in excluded]
+            rows.sort(key=lambda r: r[0])
+            explain.extend(Decision(*row[1:]) for row in rows)
+        return codes[:NUM_CLASSES]
+
+    @staticmethod
+    def _resolve(text: str, segment: list[_Item], codes: list[int],
+                 found: list[tuple[_Item, int, int, str]] | None) -> None:
+        """Decide every mention of one segment and fold it into ``codes``."""
+        mentions = [item for item in segment if item.entry.kind != _CUE]
+        if not mentions:
+            return
+        # list groups: consecutive mentions joined only by commas, conjunctions and modifiers
+        groups: list[list[_Item]] = []
+        group_or: list[bool] = []
+        previous: _Item | None = None
+        for item in segment:
+            if item.entry.kind == _CUE:
+                previous = None
+                continue
+            item.cues = []
+            if previous is not None:
+                joined, has_or = _list_gap(text[previous.end:item.start])
+                if joined:
+                    item.group, item.rank = previous.group, len(groups[-1])
+                    groups[-1].append(item)
+                    group_or[-1] = group_or[-1] or has_or
+                    previous = item
+                    continue
+            item.group, item.rank = len(groups), 0
+            groups.append([item])
+            group_or.append(False)
+            previous = item
+        # attach cues to mentions in one pass; segment-wide cues are carried as the nearest one per polarity
+        count = len(segment)
+        following: list[_Item | None] = [None] * count
+        upcoming = None
+        for position in range(count - 1, -1, -1):
+            following[position] = upcoming
+            if segment[position].entry.kind != _CUE:
+                upcoming = segment[position]
+        active: dict[str, _Item] = {}
+        preceding: _Item | None = None
+        for position, cue in enumerate(segment):
+            entry = cue.entry
+            if entry.kind != _CUE:
+                cue.carried = dict(active) if active else None
+                preceding = cue
+                continue
+            scope = entry.scope
+            if scope == _FWD:
+                active[entry.polarity] = cue
+                continue
+            target = None
+            if scope is _NEXT or scope is _ADJ:
+                after = following[position]
+                if after is not None:
+                    gap = text[cue.end:after.start]
+                    if len(gap.split()) <= entry.fwd and not _NEXT_BLOCK.search(gap):
+                        group = groups[after.group]
+                        if entry.polarity not in (_POS, _STABLE) or any(g.entry.kind == _M_ATTR for g in group):
+                            target = (group[after.rank:], "before")
+            if target is None and (scope is _BWD or scope is _ADJ) and preceding is not None:
+                gap = text[preceding.end:cue.start]
+                if len(gap.split()) <= entry.bwd and not _BACK_BLOCK.search(gap):
+                    target = (groups[preceding.group][:preceding.rank + 1], "after")
+            if target is not None:
+                for item in target[0]:
+                    item.cues.append((cue, target[1]))
+        # classify
+        for item in mentions:
+            entry = item.entry
+            by = {}
+            if item.carried:
+                for polarity, cue in item.carried.items():
+                    by[polarity] = (cue, "before")
+            for cue, side in item.cues:
+                by.setdefault(cue.entry.polarity, (cue, side))
+            if _PREUNC in by:
+                code, rule = UNCERTAIN, _because("uncertain", "pre-negation uncertainty", by[_PREUNC])
+            elif _NEG in by:
+                code, rule = NEGATIVE, _because("negative", "negation", by[_NEG])
+            elif _UNC in by:
+                code, rule = UNCERTAIN, _because("uncertain", "uncertainty", by[_UNC])
+            elif group_or[item.group] and (entry.kind == _M_FINDING or _POS in by):
+                code, rule = UNCERTAIN, "uncertain: listed as an alternative ('or'/'versus') with another finding"
+            elif entry.kind == _M_ATTR:
+                if _POS in by:
+                    code = POSITIVE
+                    rule = _because("positive", "abnormal descriptor", by[_POS])
+                elif _STABLE in by:
+                    code, rule = UNCERTAIN, _because("uncertain", "stability (CheXpert: a stable size/silhouette "
+                                                     "is uncertain)", by[_STABLE])
+                else:
+                    code, rule = BLANK, "not counted: a structure named without a descriptor"
+            elif entry.inherent == UNCERTAIN:
+                code, rule = UNCERTAIN, "uncertain: this phrase is uncertain by CheXpert convention"
+            else:
+                code, rule = POSITIVE, "positive: no negation or uncertainty cue in its clause"
+            for c in entry.classes:
+                this_code, this_rule = code, rule
+                if code == POSITIVE and entry.kind == _M_ATTR and CLASSES[c] in _ATTR_POSITIVE_CODE:
+                    this_code = _ATTR_POSITIVE_CODE[CLASSES[c]]
+                    this_rule = rule.replace("positive:", "uncertain (a sign, not the finding):", 1)
+                if _RANK[this_code] > _RANK[codes[c]]:
+                    codes[c] = this_code
+                if found is not None:
+                    found.append((item, c, this_code, this_rule))
+            if entry.heart_failure and code in (POSITIVE, UNCERTAIN):
+                if _RANK[UNCERTAIN] > _RANK[codes[_CARDIOMEGALY]]:
+                    codes[_CARDIOMEGALY] = UNCERTAIN
+                if found is not None:
+                    found.append((item, _CARDIOMEGALY, UNCERTAIN,
+                                  "uncertain: heart failure implies possible cardiomegaly (CheXpert)"))
+
+
+def _comma_before(text: str, start: int) -> bool:
+    j = start - 1
+    while j >= 0 and text[j] == " ":
+        j -= 1
+    return j >= 0 and text[j] == ","
+
+
+def _list_gap(gap: str) -> tuple[bool, bool]:
+    """Whether two mentions separated by ``gap`` form a list, and whether it offers alternatives."""
+    words = gap.replace(",", " ").replace(".", " ").split()
+    if len(words) > 5:
+        return False, False
+    has_or = False
+    for word in words:
+        if word in _LIST_STOP:
+            return False, False
+        if word in _OR_WORDS:
+            has_or = True
+    return True, has_or
+
+
+def _because(label: str, kind: str, cue_side: tuple[_Item, str]) -> str:
+    cue, side = cue_side
+    where = "before it in the clause" if side == "before" else "after it"
+    return f"{label}: {kind} cue {cue.phrase!r} {where}"
+
+
+_SENTENCE_END = re.compile(_BREAK_PATTERN)
+
+
+def _sentence(report: str, text: str, position: int) -> str:
+    """The sentence of ``report`` around ``position`` (boundaries found in the normalised text)."""
+    start = 0
+    for m in _SENTENCE_END.finditer(text, 0, position):
+        if m.group() != ",":
+            start = m.end()
+    end_match = next((m for m in _SENTENCE_END.finditer(text, position) if m.group() != ","), None)
+    end = end_match.end() if end_match else len(text)
+    return " ".join(report[start:end].split())
