@@ -32,7 +32,7 @@ def _load(name: str):
 
 
 def test_the_issue_s_modules_are_all_there():
-    for name in ("chexbert_f1", "delta_fn", "occlusion_delta", "flip_rate", "nlg"):
+    for name in ("chexbert_f1", "delta_fn", "occlusion_delta", "flip_rate", "nlg", "visual_reliance", "hvrr", "swap_sensitivity"):
         assert name in NAMES
 
 
@@ -84,6 +84,42 @@ BAD_INPUTS = {
     ],
     "nlg": [
         (dict(predictions=[], references=[]), "empty"),
+    ],
+    "visual_reliance": [
+        (dict(predictions_real=["yes", "no"], predictions_shuffled=["yes"], references=["yes", "no"]), "Mismatch"),
+        (dict(predictions_real=["yes", float("nan")], predictions_shuffled=["yes", "no"], references=["yes", "no"]),
+         "predictions_real: expected a string answer at index 1, got NaN"),
+        (dict(predictions_real=["yes", "no"], predictions_shuffled=["yes", "no"], references=["yes", "no"], predictions_blank=["yes"]),
+         "predictions_blank: expected 2 answers"),
+        (dict(predictions_real=["B"], predictions_shuffled=["A"], references=["Sagittal"], options=[["Axial", "Coronal"]]),
+         "none of its options"),
+        (dict(predictions_real=[], predictions_shuffled=[], references=[]), "empty"),
+    ],
+    "hvrr": [
+        (dict(rationales=["Mild effusion."], questions=["Is there effusion?"], predictions_real=["yes"], predictions_shuffled=[3]),
+         "predictions_shuffled: expected a string answer at index 0"),
+        (dict(rationales=["Mild effusion."], questions=["Is there effusion?"], predictions_real=["yes"], predictions_shuffled=["yes"],
+              references=["yes", "no"]), "references: expected 1 answers"),
+        (dict(rationales=["Mild effusion."], questions=["Is there effusion?"], predictions_real=["yes"], predictions_shuffled=["yes"],
+              max_ngram=1), "max_ngram must be >= 2"),
+        (dict(rationales=[], questions=[], predictions_real=[], predictions_shuffled=[]), "empty"),
+    ],
+    "swap_sensitivity": [
+        (dict(original_answers=["yes", "no"], swapped_answers=["yes"], arms=["with_report"] * 2, trial_ids=["t1", "t2"],
+              patient_ids=["p1", "p2"]), "Mismatch"),
+        (dict(original_answers=["yes", None], swapped_answers=["yes", "no"], arms=["with_report"] * 2, trial_ids=["t1", "t2"],
+              patient_ids=["p1", "p2"]), "original_answers: expected a string answer at index 1"),
+        (dict(original_answers=["yes", "no"], swapped_answers=["yes", "no"], arms=["with_report", "no_report"], trial_ids=["t1", "t2"],
+              patient_ids=["p1", "p2"]), "unknown arm 'no_report'"),
+        (dict(original_answers=["yes", "no"], swapped_answers=["yes", "no"], arms=["with_report"] * 2, trial_ids=["t1", "t1"],
+              patient_ids=["p1", "p1"]), "appears more than once in arm 'with_report'"),
+        (dict(original_answers=["yes", "no"], swapped_answers=["yes", "no"], arms=["with_report"] * 2, trial_ids=["t1", "t2"],
+              patient_ids=["p1", float("nan")]), "patient_ids: id at row 1"),
+        (dict(original_answers=["yes", "no"], swapped_answers=["yes", "no"], arms=["with_report"] * 2, trial_ids=["t1", "t2"],
+              patient_ids=["p1", "p2"], margins_original=[0.5, float("nan")], margins_swapped=[0.0, 0.0]), "margins must be finite"),
+        (dict(original_answers=["yes", "no"], swapped_answers=["yes", "no"], arms=["with_report"] * 2, trial_ids=["t1", "t2"],
+              patient_ids=["p1", "p2"], margins_original=[0.5, 1.0]), "margins need both"),
+        (dict(original_answers=[], swapped_answers=[], arms=[], trial_ids=[], patient_ids=[]), "empty"),
     ],
 }
 

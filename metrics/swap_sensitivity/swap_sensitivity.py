@@ -1,0 +1,139 @@
+# Copyright 2026 The shovir authors. Licensed under the Apache License, Version 2.0.
+"""Image-swap sensitivity of ModaLens (§2, §4.1): answer flip rates with and without the report, their paired difference and margin changes."""
+
+import datasets
+import evaluate
+
+from shovir.metrics import swap_sensitivity
+from shovir.metrics._checks import id_list
+from shovir.metrics.answers import check_answers
+
+_CITATION = """\
+@article{cajasordonez2026modalens,
+  title = {ModaLens: Measuring Image Sensitivity in Report-Conditioned Medical VLMs},
+  author = {Cajas Ord{\\'o}{\\~n}ez, Sebasti{\\'a}n Andr{\\'e}s and Lange, Maximin and Bui, Quang and Li, Anqi Peter and
+            Ocampo Osorio, Felipe and Al Attrach, Rafi and Palakala, Kushul Reddy and Kapadia, Sahil and
+            Laouabdia Sellami, Zakaria and Zhang, Xinyue and Zhang, Ashley and Celi, Leo Anthony},
+  journal = {arXiv preprint arXiv:2609.15635},
+  year = {2026}
+}
+"""
+
+_DESCRIPTION = """\
+ModaLens (§2) asks each question about a case twice, with the case's own image and with a substitute
+image, the question (and the report, when shown) fixed. The audit runs in two arms, "with_report" and
+"without_report", on the same trials. A trial flips when the two answers differ (compared on canonical
+forms, so "Yes." and "yes" are the same answer). The flip rate of an arm is flipped trials / trials; the
+paired difference is flip_rate_without_report − flip_rate_with_report. With continuous answer scores
+(margins, e.g. logit(yes) − logit(no)) it also reports the mean |Δ margin| per arm, the share of
+label-unchanged trials whose margin moves by more than a threshold, and the share of trials that move
+more without the report. Intervals are patient-clustered percentile bootstraps.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    original_answers (`list` of `str`): one answer per trial × arm row, with the case's own image.
+    swapped_answers (`list` of `str`): the answer of the same row with the substitute image.
+    arms (`list` of `str`): "with_report" or "without_report" per row.
+    trial_ids (`list` of `str` or `int`): the trial of each row; a trial appears once per arm, and rows
+        are joined across arms on it.
+    patient_ids (`list` of `str` or `int`): the patient of each row (the same in both arms), the
+        bootstrap cluster.
+    margins_original, margins_swapped (`list` of `float`, optional): continuous answer scores of each
+        row, both or neither, finite. Give them to `compute()` (they cannot go through `add_batch()`).
+    margin_threshold (`float`, default 0.5): |Δ margin| above which a label-unchanged trial "moved".
+    options (`list`, optional): answer options, one list shared by all rows or one per row.
+    n_resamples (`int`, default 10000): patient-clustered bootstrap draws (0: no intervals).
+    confidence (`float`, default 0.95): level of the percentile intervals.
+    seed (`int`, default 0): bootstrap seed.
+Returns:
+    flip_rate_with_report, flip_rate_without_report (`float` in [0, 1]): share of trials whose answer
+        changes with the substitute image; higher means more image sensitivity.
+    paired_difference (`float` in [-1, 1]): without − with; positive when the report makes the model
+        less sensitive to the image.
+    mean_abs_margin_change_with_report, mean_abs_margin_change_without_report (`float` >= 0),
+        margin_paired_difference (`float`), unchanged_margin_moved_with_report,
+        unchanged_margin_moved_without_report, share_larger_without_report (`float` in [0, 1]):
+        the margin metrics; `None` without margins.
+    ci (`dict`): each key above -> {"low", "high"} (None without resamples or when undefined).
+    n_trials, n_patients (`int`); n_flips_with_report, n_flips_without_report (`int`);
+    margin_threshold (`float`).
+    With a single arm present, the other arm's keys and the paired keys are `None`.
+Examples:
+    Four trials from three patients, each run with and without the report. With the report no answer
+    changes ("Yes." is "yes"); without it three of four do:
+
+    >>> swap_sensitivity = evaluate.load("shovir/swap_sensitivity")
+    >>> results = swap_sensitivity.compute(
+    ...     original_answers=["yes", "no", "yes", "no", "yes", "no", "yes", "no"],
+    ...     swapped_answers=["yes", "no", "Yes.", "no", "no", "no", "no", "yes"],
+    ...     arms=["with_report"] * 4 + ["without_report"] * 4,
+    ...     trial_ids=["t1", "t2", "t3", "t4"] * 2, patient_ids=["p1", "p1", "p2", "p3"] * 2)
+    >>> results["flip_rate_with_report"], results["flip_rate_without_report"], results["paired_difference"]
+    (0.0, 0.75, 0.75)
+    >>> results["n_trials"], results["n_patients"], results["mean_abs_margin_change_with_report"]
+    (4, 3, None)
+
+    With margins: trial t1 keeps "yes" with the report but its margin moves by 1.0; without the report
+    it flips (|Δ| = 3.0). Trial t2 moves by 0.25 in both arms:
+
+    >>> results = swap_sensitivity.compute(
+    ...     original_answers=["yes", "no", "yes", "no"], swapped_answers=["yes", "no", "no", "no"],
+    ...     arms=["with_report", "with_report", "without_report", "without_report"],
+    ...     trial_ids=["t1", "t2", "t1", "t2"], patient_ids=["p1", "p2", "p1", "p2"],
+    ...     margins_original=[2.0, -1.0, 1.0, -0.5], margins_swapped=[1.0, -1.25, -2.0, -0.25], n_resamples=0)
+    >>> results["flip_rate_without_report"], results["mean_abs_margin_change_with_report"], results["mean_abs_margin_change_without_report"]
+    (0.5, 0.625, 1.625)
+    >>> results["margin_paired_difference"], results["unchanged_margin_moved_with_report"], results["share_larger_without_report"]
+    (1.0, 0.5, 0.5)
+"""
+
+_TEXT = datasets.Value("string")
+_MARGIN = datasets.Value("float64")
+_ANSWER_COLUMNS = ("original_answers", "swapped_answers")
+_ID_COLUMNS = ("trial_ids", "patient_ids")
+_COLUMNS = _ANSWER_COLUMNS + ("arms",) + _ID_COLUMNS
+
+
+def _checked_columns(columns):
+    """Reject a missing column, a non-string answer or a bad id before Arrow stores it: datasets writes
+    1 or NaN into a string column as "1" / "nan" (evaluate only checks the first row), which would then
+    count as an answer or a patient. The checks are shovir's own, so messages match the function's.
+    Integer ids (e.g. MIMIC subject ids) are turned into strings, as the function does itself."""
+    for field in _COLUMNS:
+        if columns.get(field) is None:
+            raise ValueError(f"{field}: missing; pass {', '.join(_COLUMNS)} together")
+    for field in _ANSWER_COLUMNS:
+        check_answers(columns[field], field)
+    return {**columns, **{field: id_list(columns[field], field) for field in _ID_COLUMNS}}
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class SwapSensitivity(evaluate.Metric):
+    def _info(self):
+        base = {"original_answers": _TEXT, "swapped_answers": _TEXT, "arms": _TEXT, "trial_ids": _TEXT, "patient_ids": _TEXT}
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=[
+                datasets.Features(base),
+                datasets.Features({**base, "margins_original": _MARGIN, "margins_swapped": _MARGIN}),
+            ],
+            reference_urls=["https://arxiv.org/abs/2609.15635", "https://github.com/criticaldata/MODALENS"],
+        )
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add a batch of trial × arm rows (original_answers, swapped_answers, arms, trial_ids, patient_ids)."""
+        super().add_batch(predictions=predictions, references=references, **_checked_columns(kwargs))
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one trial × arm row: original_answers=..., swapped_answers=..., arms=..., trial_ids=..., patient_ids=...."""
+        columns = _checked_columns({field: None if value is None else [value] for field, value in kwargs.items()})
+        super().add(prediction=prediction, reference=reference, **{field: None if values is None else values[0] for field, values in columns.items()})
+
+    def _compute(self, original_answers, swapped_answers, arms, trial_ids, patient_ids, margins_original=None, margins_swapped=None,
+                 margin_threshold=0.5, options=None, n_resamples=10000, confidence=0.95, seed=0):
+        return swap_sensitivity(original_answers, swapped_answers, arms, trial_ids, patient_ids, n_resamples=n_resamples, seed=seed,
+                                margins_original=margins_original, margins_swapped=margins_swapped,
+                                margin_threshold=margin_threshold, options=options, confidence=confidence)
