@@ -12,6 +12,7 @@ into one of the two row kinds, and writes a build report that counts every skipp
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections import Counter
@@ -308,9 +309,17 @@ class ValidatingBuilder(datasets.GeneratorBasedBuilder):
             return None
 
     def _image_size(self, image: Any, item_id: str) -> tuple[int, int] | None:
-        """``(height, width)`` of a PIL image or image file, under the ``on_error`` policy."""
+        """``(height, width)`` of a PIL image, encoded bytes (``{"bytes": ..., "path": None}``,
+        stored as they are) or an image file, under the ``on_error`` policy."""
         if isinstance(image, Image.Image):
             return image.height, image.width
+        if isinstance(image, dict) and image.get("bytes") is not None:
+            try:
+                with Image.open(io.BytesIO(image["bytes"])) as opened:
+                    return opened.height, opened.width
+            except (UnidentifiedImageError, OSError) as error:
+                self._reject("unreadable_image", item_id, f"image bytes are unreadable ({error})")
+                return None
         try:
             return load_image(Path(image), verify=self.config.verify_images)
         except FileNotFoundError as error:
@@ -391,7 +400,7 @@ class GroundedBuilder(ValidatingBuilder):
             return None
         height, width = size
         record["height"], record["width"] = height, width
-        if not isinstance(record["image"], Image.Image):
+        if not isinstance(record["image"], (Image.Image, dict)):
             record["image"] = str(record["image"])
         try:
             record["labels"] = L.validate_codes([record["labels"]], field="labels")[0].tolist()

@@ -5,7 +5,8 @@
 Condition(name='oco', p=0.6, seed=0)
 
 ``ds.set_transform(Condition("doco", p=1.0, seed=3))`` perturbs rows on the fly, deterministically:
-the randomness of a row is keyed by ``(seed, image_id, condition, target_class)`` (see
+the randomness of a row is keyed by ``(seed, image_id, condition, target_class)`` — the target
+class only for the box conditions, whose boxes depend on it (see
 :func:`shovir.perturb.sample_rng`), so any worker, process or machine produces the same bytes.
 
 The blend strength ``p`` is deliberately *not* part of that key (``noise_per_p=False``): a p-sweep
@@ -130,7 +131,9 @@ class Condition:
         if "image_id" not in row:
             raise ValueError("row has no 'image_id'; perturbations are keyed by it")
         image_id = str(row["image_id"])
-        target = row.get("target_class") or None
+        # whole-image conditions do not depend on the target class: one image per image_id, so a
+        # runner can generate once per image for all of its (image, class) samples
+        target = (row.get("target_class") or None) if self.name in _BOX_CONDITIONS else None
         if self.name == "baseline" or (self.p == 0 and self.name != "blank"):
             return unchanged(image), info
         if self.name == "blank":
