@@ -1,5 +1,7 @@
 """The ``shovir`` command.
 
+``shovir run``          run a sweep (models x dataset x conditions); works under ``accelerate launch``
+``shovir score``        label and score a run folder: results.json, tables, figures, report.md
 ``shovir preview``      build the synthetic set and render every intervention on a few samples
 ``shovir data build``   build a dataset from its sources and export it (parquet or arrow)
 ``shovir metrics list``    the evaluate modules shipped with shovir
@@ -99,10 +101,60 @@ def _metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from shovir.runner.config import SweepConfig
+    from shovir.runner.run import run_sweep
+
+    if args.config:
+        config = SweepConfig.from_yaml(args.config)
+    else:
+        if not args.model:
+            raise SystemExit("shovir run: give --config sweep.yaml or at least one --model")
+        dataset: dict = {"name": args.dataset}
+        from shovir.data.export import parse_options
+
+        dataset.update(parse_options(args.dataset_option))
+        config = SweepConfig.from_dict({"dataset": dataset, "models": args.model, "conditions": args.conditions,
+                                        "seed": args.seed, "batch_size": args.batch_size, "noise": args.noise})
+    run_sweep(config, args.out, cache_dir=args.cache_dir, progress=not args.quiet)
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    from shovir.report import write_report
+    from shovir.runner.score import score_run
+
+    results = score_run(args.run_dir, labeler=args.labeler, n_resamples=args.n_resamples, seed=args.seed)
+    report = write_report(results, args.out or args.run_dir)
+    print(f"wrote {report} and results.json, table1.{{md,tex,csv}}, figures next to it")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shovir`` console script."""
     parser = argparse.ArgumentParser(prog="shovir", description="Does your medical VLM really use the image?")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a sweep of models over interventions (accelerate-aware)")
+    run.add_argument("--config", help="sweep YAML (dataset, models, conditions, seed, batch_size)")
+    run.add_argument("--model", action="append", default=[], help="model name, repeatable (instead of --config)")
+    run.add_argument("--dataset", default="synthetic", help="dataset name (default: synthetic)")
+    run.add_argument("--dataset-option", action="append", default=["rows=pairs"], metavar="KEY=VALUE",
+                     help="builder option, repeatable (default: rows=pairs)")
+    run.add_argument("--conditions", default="shovir", help="condition preset (shovir, shovir_area, beyond_accuracy, modalens)")
+    run.add_argument("--seed", type=int, default=3)
+    run.add_argument("--batch-size", type=int, default=16)
+    run.add_argument("--noise", default="paper", choices=("paper", "authors"))
+    run.add_argument("--out", required=True, help="run folder (created or resumed)")
+    run.add_argument("--cache-dir", help="datasets cache folder")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    score = commands.add_parser("score", help="label and score a run folder")
+    score.add_argument("run_dir")
+    score.add_argument("--labeler", default="rule", help="rule (default) or chexbert")
+    score.add_argument("--n-resamples", type=int, default=1000)
+    score.add_argument("--seed", type=int, default=0)
+    score.add_argument("--out", help="output folder (default: the run folder)")
 
     preview = commands.add_parser("preview", help="render every intervention on synthetic samples")
     preview.add_argument("--out", default="preview", help="output folder (default: preview)")
@@ -124,6 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     install.add_argument("--cache", help="modules cache folder (default: evaluate's HF_MODULES_CACHE)")
 
     args, rest = parser.parse_known_args(argv)
+    if args.command in ("run", "score"):
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return _run(args) if args.command == "run" else _score(args)
     if args.command == "metrics":
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")

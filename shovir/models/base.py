@@ -1,0 +1,109 @@
+"""The model interface: a batch of messages in, generated texts (and optional answer scores) out.
+
+Every model — a Hugging Face checkpoint, a research repository's custom code, or one of the
+reference models for the synthetic data — is a :class:`ModelAdapter`. The runner only ever calls
+:meth:`ModelAdapter.generate` with a list of :class:`Message` and receives one
+:class:`Generation` per message, in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from PIL import Image
+
+__all__ = ["Message", "Generation", "ModelAdapter", "require"]
+
+
+@dataclass
+class Message:
+    """One request to a model.
+
+    Args:
+        images: the images, usually one frontal chest X-ray (PIL, any mode; adapters convert).
+        prompt: the instruction or question; ``None`` uses the model's default report prompt.
+        report: a report given as context (the ModaLens "with report" arm), or ``None``.
+        options: answer options for closed questions; adapters that can score them return
+            per-option scores (ModaLens margins).
+    """
+
+    images: list[Image.Image]
+    prompt: str | None = None
+    report: str | None = None
+    options: list[str] | None = None
+
+
+@dataclass
+class Generation:
+    """What a model produced for one message.
+
+    ``text`` is the answer or report only; a reasoning trace (NV-Reason-CXR's ``<think>``) goes to
+    ``reasoning`` so that labelers and text metrics never score it. ``scores`` maps each option to
+    the log-probability of its first answer token, when the adapter supports scoring.
+    """
+
+    text: str
+    reasoning: str | None = None
+    scores: dict[str, float] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ModelAdapter(ABC):
+    """Base class of every model adapter.
+
+    Subclasses set :attr:`name` and implement :meth:`generate`. :meth:`config` returns what
+    determines the outputs (checkpoint, prompt, decoding); its hash keys the run records, so that
+    a changed prompt or decoding never reuses stale generations.
+    """
+
+    name: str = ""
+    default_prompt: str | None = None
+    batch_size: int = 8
+
+    @abstractmethod
+    def generate(self, messages: Sequence[Message]) -> list[Generation]:
+        """Generate one :class:`Generation` per message, in order."""
+
+    def config(self) -> dict[str, Any]:
+        """The settings that determine the outputs (JSON-serialisable)."""
+        return {"name": self.name, "default_prompt": self.default_prompt}
+
+    def config_hash(self) -> str:
+        """A short stable hash of :meth:`config`.
+
+        >>> class Echo(ModelAdapter):
+        ...     name = "echo"
+        ...     def generate(self, messages):
+        ...         return [Generation(m.prompt or "") for m in messages]
+        >>> len(Echo().config_hash())
+        12
+        """
+        text = json.dumps(self.config(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def _check_batch(self, messages: Sequence[Message], outputs: list[Generation]) -> list[Generation]:
+        """Refuse a batch whose outputs do not match its inputs one to one (the authors' CXRMate
+        adapter broadcast one prediction to a whole batch; reference code §9, defect 10)."""
+        if len(outputs) != len(messages):
+            raise RuntimeError(f"{self.name}: {len(outputs)} generations for {len(messages)} messages")
+        return outputs
+
+
+def require(module: str, install: str) -> Any:
+    """Import ``module`` or raise an ``ImportError`` that says how to install it.
+
+    >>> require("json", "pip install json").__name__
+    'json'
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(f"this model needs {module!r}: {install}") from error
