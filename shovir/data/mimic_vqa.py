@@ -32,7 +32,6 @@ belongs to the prompt).
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
@@ -40,8 +39,8 @@ from typing import Any, Iterator, Literal, Sequence
 import datasets
 
 from shovir import labels as L
-from shovir.data._base import OnError, ValidatingBuilder, ValidatingConfig
-from shovir.data.vqa import VQA_FEATURES, source_fingerprint
+from shovir.data._base import OnError, ValidatingConfig
+from shovir.data.vqa import VQA_FEATURES, AnnotatedBuilder
 
 __all__ = [
     "MIMIC_VQA_FEATURES",
@@ -235,7 +234,7 @@ class MimicVQAConfig(ValidatingConfig):
         self.acute_classes = tuple(sorted(set(canonical), key=L.class_index))
 
 
-class MimicVQA(ValidatingBuilder):
+class MimicVQA(AnnotatedBuilder):
     """ModaLens-style yes/no questions on MIMIC-CXR: 13 findings + 1 composite per image (:data:`MIMIC_VQA_FEATURES`).
 
     ``sample_id`` is ``"<image_id>::<finding>"``. ``build_report`` counts *images*: ``read``,
@@ -248,19 +247,7 @@ class MimicVQA(ValidatingBuilder):
 
     BUILDER_CONFIG_CLASS = MimicVQAConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Content hash of the source in the config id: an edited manifest never hits a stale cache.
-        if kwargs.get("data_dir"):
-            kwargs["data_dir"] = os.path.abspath(os.fspath(kwargs["data_dir"]))
-        kwargs["source_sha256"] = source_fingerprint(kwargs.get("data_dir"), kwargs.get("annotation_file"))
-        super().__init__(*args, **kwargs)
-
-    def _info(self) -> datasets.DatasetInfo:
-        return datasets.DatasetInfo(description=(self.__doc__ or "").strip().split("\n")[0], features=MIMIC_VQA_FEATURES)
-
-    def _data_path(self, value: str) -> Path:
-        path = Path(value)
-        return path if path.is_absolute() else Path(self.config.data_dir) / path
+    FEATURES = MIMIC_VQA_FEATURES
 
     def _rows(self) -> Iterator[tuple[str, dict[str, Any]]]:
         self._require_data_dir()

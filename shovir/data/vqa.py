@@ -227,7 +227,31 @@ class _Draft(dict):
     """A row before validation, with where it came from (``where``) for error messages."""
 
 
-class MedicalVQA(ValidatingBuilder):
+class AnnotatedBuilder(ValidatingBuilder):
+    """A builder reading one annotation file (or glob) under ``data_dir``.
+
+    The source's content hash goes into the config id, so an edited annotation file never hits
+    the cache of its previous version; ``data_dir`` is made absolute for the same reason.
+    Subclasses set :attr:`FEATURES`.
+    """
+
+    FEATURES: datasets.Features
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("data_dir"):
+            kwargs["data_dir"] = os.path.abspath(os.fspath(kwargs["data_dir"]))
+        kwargs["source_sha256"] = source_fingerprint(kwargs.get("data_dir"), kwargs.get("annotation_file"))
+        super().__init__(*args, **kwargs)
+
+    def _info(self) -> datasets.DatasetInfo:
+        return datasets.DatasetInfo(description=(self.__doc__ or "").strip().split("\n")[0], features=self.FEATURES)
+
+    def _data_path(self, value: str) -> Path:
+        path = Path(value)
+        return path if path.is_absolute() else Path(self.config.data_dir) / path
+
+
+class MedicalVQA(AnnotatedBuilder):
     """Medical VQA questions (VQA-RAD, SLAKE, PMC-VQA, PathVQA or a JSONL manifest) as :data:`VQA_FEATURES` rows.
 
     ``build_report`` counts questions: ``read`` (questions read, after the SLAKE language
@@ -239,22 +263,7 @@ class MedicalVQA(ValidatingBuilder):
 
     BUILDER_CONFIG_CLASS = MedicalVQAConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # The source's content hash goes into the config id: an edited annotation file must not
-        # hit the cache of its previous version. data_dir is made absolute for the same reason.
-        if kwargs.get("data_dir"):
-            kwargs["data_dir"] = os.path.abspath(os.fspath(kwargs["data_dir"]))
-        kwargs["source_sha256"] = source_fingerprint(kwargs.get("data_dir"), kwargs.get("annotation_file"))
-        super().__init__(*args, **kwargs)
-
-    def _info(self) -> datasets.DatasetInfo:
-        return datasets.DatasetInfo(description=(self.__doc__ or "").strip().split("\n")[0], features=VQA_FEATURES)
-
-    # ------------------------------------------------------------------ paths
-
-    def _data_path(self, value: str) -> Path:
-        path = Path(value)
-        return path if path.is_absolute() else Path(self.config.data_dir) / path
+    FEATURES = VQA_FEATURES
 
     def _annotation_paths(self) -> list[Path]:
         pattern = str(self._data_path(self.config.annotation_file))

@@ -124,6 +124,31 @@ def chexbert_f1(
     }
 
 
+def _target_units(
+    ref: np.ndarray, arms: Sequence[np.ndarray], targets: Sequence[str], uncertain: L.UncertainPolicy
+) -> tuple[list[str], np.ndarray]:
+    """Per-sample contributions to each target class's counts, head c scored on samples with
+    target c: columns [tp, fp, fn] × k for each arm, then k one-hot sample counts."""
+    target_index = np.array([L.class_index(name) for name in targets])
+    rows = np.arange(len(targets))
+    classes = [name for name in L.CLASSES if name in set(targets)]
+    onehot = (target_index[:, None] == np.array([L.class_index(c) for c in classes])[None, :]).astype(np.float64)
+    y_true = L.binarize(ref, uncertain)[rows, target_index].astype(np.float64)
+    blocks = []
+    for arm in arms:
+        y_pred = L.binarize(arm, uncertain)[rows, target_index].astype(np.float64)
+        blocks += [onehot * (y_true * y_pred)[:, None], onehot * ((1 - y_true) * y_pred)[:, None],
+                   onehot * (y_true * (1 - y_pred))[:, None]]
+    return classes, np.concatenate(blocks + [onehot], axis=1)
+
+
+def _mu_f1(sums: np.ndarray, arm: int, k: int, n_arms: int = 1) -> np.ndarray:
+    """μ-F1 of one arm from summed :func:`_target_units` columns (one row per resample)."""
+    tp, fp, fn = (sums[:, (3 * arm + j) * k : (3 * arm + j + 1) * k] for j in range(3))
+    n = sums[:, 3 * n_arms * k : (3 * n_arms + 1) * k]
+    return (_f1_from_counts(tp, fp, fn) * n).sum(1) / n.sum(1)
+
+
 def per_target_f1(
     references: Sequence[Sequence[int]] | np.ndarray,
     predictions: Sequence[Sequence[int]] | np.ndarray,
@@ -155,23 +180,15 @@ def per_target_f1(
     targets = _checks.class_names("target_classes", target_classes)
     _checks.same_length(references=ref, predictions=hyp, target_classes=targets, clusters=clusters)
     y_true, y_pred = L.binarize(ref, uncertain).astype(np.float64), L.binarize(hyp, uncertain).astype(np.float64)
-    target_index = np.array([L.class_index(name) for name in targets])
-    rows = np.arange(len(targets))
-    true_c, pred_c = y_true[rows, target_index], y_pred[rows, target_index]
-    classes = [name for name in L.CLASSES if name in set(targets)]
-    onehot = (target_index[:, None] == np.array([L.class_index(c) for c in classes])[None, :]).astype(np.float64)
-    # per-sample contributions to each class's counts: (n, 4 * k)
-    units = np.concatenate([onehot * (true_c * pred_c)[:, None], onehot * ((1 - true_c) * pred_c)[:, None],
-                            onehot * (true_c * (1 - pred_c))[:, None], onehot], axis=1)
+    classes, units = _target_units(ref, [hyp], targets, uncertain)
     k = len(classes)
 
     def mu_statistic(sums: np.ndarray) -> np.ndarray:
-        tp, fp, fn, n = (sums[:, j * k : (j + 1) * k] for j in range(4))
-        f1 = _f1_from_counts(tp, fp, fn)
-        return (f1 * n).sum(1) / n.sum(1)
+        return _mu_f1(sums, 0, k)
 
     sums = units.sum(0, keepdims=True)
-    tp, fp, fn, count = (sums[0, j * k : (j + 1) * k] for j in range(4))
+    tp, fp, fn = (sums[0, j * k : (j + 1) * k] for j in range(3))
+    count = sums[0, 3 * k : 4 * k]
     f1 = _f1_from_counts(tp, fp, fn)
     population = _f1_from_counts((y_true * y_pred).sum(0), ((1 - y_true) * y_pred).sum(0), (y_true * (1 - y_pred)).sum(0))
     interval = bootstrap_interval(mu_statistic, units, clusters, n_resamples, seed=seed) if n_resamples > 0 else None
@@ -263,24 +280,9 @@ def occlusion_delta(
     interval = None
     if n_resamples > 0:
         targets = _checks.class_names("target_classes", target_classes)
-        classes = [name for name in L.CLASSES if name in set(targets)]
-        target_index = np.array([L.class_index(name) for name in targets])
-        rows = np.arange(len(targets))
-        onehot = (target_index[:, None] == np.array([L.class_index(c) for c in classes])[None, :]).astype(np.float64)
-        y_true = L.binarize(ref, uncertain)[rows, target_index].astype(np.float64)
-        blocks = []
-        for arm in (control, hyp):
-            y_pred = L.binarize(arm, uncertain)[rows, target_index].astype(np.float64)
-            blocks += [onehot * (y_true * y_pred)[:, None], onehot * ((1 - y_true) * y_pred)[:, None], onehot * (y_true * (1 - y_pred))[:, None]]
-        units = np.concatenate(blocks + [onehot], axis=1)
+        classes, units = _target_units(ref, [control, hyp], targets, uncertain)
         k = len(classes)
-
-        def mu(sums: np.ndarray, arm: int) -> np.ndarray:
-            tp, fp, fn = (sums[:, (3 * arm + j) * k : (3 * arm + j + 1) * k] for j in range(3))
-            n = sums[:, 6 * k : 7 * k]
-            return (_f1_from_counts(tp, fp, fn) * n).sum(1) / n.sum(1)
-
-        interval = bootstrap_interval(lambda s: mu(s, 0) - mu(s, 1), units, clusters, n_resamples, seed=seed)
+        interval = bootstrap_interval(lambda s: _mu_f1(s, 0, k, 2) - _mu_f1(s, 1, k, 2), units, clusters, n_resamples, seed=seed)
     return {
         "delta": with_control["mu_f1"] - with_x["mu_f1"],
         "mu_f1_control": with_control["mu_f1"],

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -364,6 +364,23 @@ def plan_area_matched_boxes(
     return plan
 
 
+def _occlude_planned(
+    image: ImageLike,
+    p: float,
+    rng: np.random.Generator | int,
+    model: NoiseModel,
+    plan: Callable[[int, int, np.random.Generator], RandomBoxPlan],
+) -> ImageLike:
+    """Plan random boxes with the sample's generator, then blend noise into them."""
+    _check_p(p)
+    if p == 0:
+        return unchanged(image)
+    canvas = to_canvas(image)
+    generator = as_generator(rng)
+    boxes = plan(canvas.height, canvas.width, generator).boxes
+    return canvas.restore(blend_noise(canvas, _rects(boxes, canvas.height, canvas.width), float(p), generator, model)[0])
+
+
 def ro(
     image: ImageLike,
     avoid_boxes: BoxesLike,
@@ -382,13 +399,9 @@ def ro(
     >>> bool((out[:, :32] == image[:, :32]).all()), bool((out[:, 32:] != image[:, 32:]).any())
     (True, True)
     """
-    _check_p(p)
-    if p == 0:
-        return unchanged(image)
-    canvas = to_canvas(image)
-    generator = as_generator(rng)
-    plan = plan_random_boxes(canvas.height, canvas.width, avoid_boxes, generator, sizes, n_boxes, max_tries)
-    return canvas.restore(blend_noise(canvas, _rects(plan.boxes, canvas.height, canvas.width), float(p), generator, model)[0])
+    return _occlude_planned(
+        image, p, rng, model, lambda h, w, g: plan_random_boxes(h, w, avoid_boxes, g, sizes, n_boxes, max_tries)
+    )
 
 
 def ro_area_matched(
@@ -409,10 +422,6 @@ def ro_area_matched(
     >>> 150 < int((out != image).sum()) <= 200, bool((out[:, :32] == image[:, :32]).all())
     (True, True)
     """
-    _check_p(p)
-    if p == 0:
-        return unchanged(image)
-    canvas = to_canvas(image)
-    generator = as_generator(rng)
-    plan = plan_area_matched_boxes(canvas.height, canvas.width, avoid_boxes, target_area, generator, sizes, max_tries)
-    return canvas.restore(blend_noise(canvas, _rects(plan.boxes, canvas.height, canvas.width), float(p), generator, model)[0])
+    return _occlude_planned(
+        image, p, rng, model, lambda h, w, g: plan_area_matched_boxes(h, w, avoid_boxes, target_area, g, sizes, max_tries)
+    )
