@@ -1,5 +1,6 @@
 """The ``shovir`` command.
 
+``shovir demo``         the main job on the built-in synthetic data, with a calibration verdict
 ``shovir run``          run a sweep (models x dataset x conditions); works under ``accelerate launch``
 ``shovir score``        label and score a run folder: results.json, tables, figures, report.md
 ``shovir preview``      build the synthetic set and render every intervention on a few samples
@@ -101,6 +102,14 @@ def _metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from shovir.runner.demo import run_demo
+
+    _, checks = run_demo(args.out, n_images=args.n_images, seed=args.seed, cache_dir=args.cache_dir, workers=args.workers,
+                         n_resamples=args.n_resamples, progress=not args.quiet)
+    return 0 if all(check.passed for check in checks) else 1
+
+
 def _run(args: argparse.Namespace) -> int:
     from shovir.runner.config import SweepConfig
     from shovir.runner.run import run_sweep
@@ -116,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         dataset.update(parse_options(args.dataset_option))
         config = SweepConfig.from_dict({"dataset": dataset, "models": args.model, "conditions": args.conditions,
                                         "seed": args.seed, "batch_size": args.batch_size, "noise": args.noise})
-    run_sweep(config, args.out, cache_dir=args.cache_dir, progress=not args.quiet)
+    run_sweep(config, args.out, cache_dir=args.cache_dir, progress=not args.quiet, workers=args.workers)
     return 0
 
 
@@ -135,6 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shovir", description="Does your medical VLM really use the image?")
     commands = parser.add_subparsers(dest="command", required=True)
 
+    demo = commands.add_parser("demo", help="reference models on synthetic data: every ShoViR condition, scored")
+    demo.add_argument("--out", default="demo", help="output folder (default: demo)")
+    demo.add_argument("--n-images", type=int, default=200)
+    demo.add_argument("--seed", type=int, default=0, help="synthetic data seed")
+    demo.add_argument("--workers", type=int, default=2, help="background processes preparing images")
+    demo.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples")
+    demo.add_argument("--cache-dir", help="datasets cache folder")
+    demo.add_argument("--quiet", action="store_true")
+
     run = commands.add_parser("run", help="run a sweep of models over interventions (accelerate-aware)")
     run.add_argument("--config", help="sweep YAML (dataset, models, conditions, seed, batch_size)")
     run.add_argument("--model", action="append", default=[], help="model name, repeatable (instead of --config)")
@@ -147,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--noise", default="paper", choices=("paper", "authors"))
     run.add_argument("--out", required=True, help="run folder (created or resumed)")
     run.add_argument("--cache-dir", help="datasets cache folder")
+    run.add_argument("--workers", type=int, default=0, help="background processes preparing images (needs torch)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
 
     score = commands.add_parser("score", help="label and score a run folder")
@@ -176,10 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     install.add_argument("--cache", help="modules cache folder (default: evaluate's HF_MODULES_CACHE)")
 
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("run", "score"):
+    if args.command in ("demo", "run", "score"):
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return _run(args) if args.command == "run" else _score(args)
+        return {"demo": _demo, "run": _run, "score": _score}[args.command](args)
     if args.command == "metrics":
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -58,7 +58,7 @@ config = SweepConfig.from_dict({
     "conditions": ["baseline", "full_noise", {"name": "ro", "p": [0, 1]}, {"name": "oco", "p": [0, 0.6, 1]},
                    {"name": "doco", "p": [1]}],
     "seed": 3, "batch_size": 4})
-run_sweep(config, sys.argv[1], cache_dir=sys.argv[3], progress=False)
+run_sweep(config, sys.argv[1], cache_dir=sys.argv[3], progress=False, workers=int(sys.argv[4]) if len(sys.argv) > 4 else 0)
 '''
 
 
@@ -82,8 +82,8 @@ def _predictions(run: Path) -> dict[str, list[dict]]:
     return out
 
 
-def _run(scripts: Path, out: Path, cache: Path, delay: float = 0.0, processes: int = 1) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(scripts / "sweep.py"), str(out), str(delay), str(cache)]
+def _run(scripts: Path, out: Path, cache: Path, delay: float = 0.0, processes: int = 1, workers: int = 0) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(scripts / "sweep.py"), str(out), str(delay), str(cache), str(workers)]
     if processes > 1:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *command[1:]]
@@ -149,6 +149,13 @@ def test_two_processes_give_the_same_records(scripts, single_run, tmp_path):
     assert _predictions(tmp_path / "run") == _predictions(single_run)
     ranks = sorted(p.name for p in (tmp_path / "run" / "records").rglob("rank-*.jsonl"))
     assert ranks == ["rank-0.jsonl", "rank-1.jsonl"]
+
+
+def test_background_workers_give_the_same_records(scripts, single_run, tmp_path):
+    pytest.importorskip("torch")
+    result = _run(scripts, tmp_path / "run", tmp_path / "cache", workers=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _predictions(tmp_path / "run") == _predictions(single_run)
 
 
 def test_sigkill_and_restart_give_the_same_records(scripts, single_run, tmp_path):

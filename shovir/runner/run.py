@@ -96,12 +96,49 @@ def _messages(batch: list[Call], dataset: Any, conditions: dict, prompt: str | N
     return messages
 
 
+def _identity(item: Any) -> Any:
+    return item
+
+
+class _Batches:
+    """Batches of (calls, messages), prepared by ``workers`` background processes when asked.
+
+    Decoding and perturbing images is CPU work independent of the model: with workers it runs
+    ahead of generation (a torch DataLoader over batches), otherwise inline.
+    """
+
+    def __init__(self, calls: list[Call], batch_size: int, dataset: Any, conditions: dict, prompt: str | None) -> None:
+        self.batches = [calls[i : i + batch_size] for i in range(0, len(calls), batch_size)]
+        self.dataset, self.conditions, self.prompt = dataset, conditions, prompt
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> tuple[list[Call], list[Message]]:
+        batch = self.batches[index]
+        return batch, _messages(batch, self.dataset, self.conditions, self.prompt)
+
+    def iterate(self, workers: int) -> Any:
+        if workers <= 0 or len(self) < 2:
+            return (self[i] for i in range(len(self)))
+        from torch.utils.data import DataLoader
+
+        return iter(DataLoader(self, batch_size=None, num_workers=min(workers, len(self)), prefetch_factor=4,
+                               collate_fn=_identity))
+
+
 def _model_store(out_dir: Path, config: SweepConfig, model: Any, slug: str) -> Path:
     return out_dir / "records" / slug / f"{config.hash()}-{model.config_hash()}"
 
 
-def run_sweep(config: SweepConfig, out_dir: str | Path, cache_dir: str | None = None, progress: bool = True) -> Path:
-    """Run (or resume) the sweep into ``out_dir``; returns the run folder."""
+def run_sweep(
+    config: SweepConfig, out_dir: str | Path, cache_dir: str | None = None, progress: bool = True, workers: int = 0
+) -> Path:
+    """Run (or resume) the sweep into ``out_dir``; returns the run folder.
+
+    ``workers`` background processes decode and perturb the next batches while the model
+    generates (needs torch); 0 does it inline.
+    """
     from tqdm.auto import tqdm
 
     state = _state()
@@ -134,9 +171,8 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, cache_dir: str | None = 
                    disable=not progress, position=state.process_index, leave=True)
         batch_size = config.batch_size
         with RecordWriter(store / f"rank-{state.process_index}.jsonl") as writer:
-            for start in range(0, len(pending), batch_size):
-                batch = pending[start : start + batch_size]
-                generations = model.generate(_messages(batch, dataset, conditions, config.prompt))
+            for batch, messages in _Batches(pending, batch_size, dataset, conditions, config.prompt).iterate(workers):
+                generations = model.generate(messages)
                 if len(generations) != len(batch):
                     raise RuntimeError(f"{spec.name} returned {len(generations)} generations for {len(batch)} inputs")
                 records = []
