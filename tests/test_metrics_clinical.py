@@ -202,3 +202,14 @@ def test_bleu_from_resampled_statistics_equals_sacrebleu_on_the_resampled_corpus
     for rows in ([0, 0, 1, 3, 4], [2, 2, 2, 2, 2], [4, 4, 4, 1, 0]):
         expected = sacrebleu.metrics.BLEU().corpus_score([hyps[i] for i in rows], [[refs[i] for i in rows]]).score / 100
         assert bleu_from_statistics(stats[rows].sum(0, keepdims=True), 4)[0] == pytest.approx(expected, abs=1e-12)
+
+
+def test_paired_metrics_check_that_conditions_cover_the_same_samples():
+    refs = [_vector(Cardiomegaly=1)] * 2
+    with pytest.raises(ValueError, match="control_sample_ids: sample 0 is 'b'"):
+        flip_rate(refs, refs, refs, ["Cardiomegaly"] * 2, sample_ids=["a", "b"], control_sample_ids=["b", "a"])
+    with pytest.raises(ValueError, match="noise_sample_ids"):
+        delta_fn(refs, refs, refs, sample_ids=["a", "b"], noise_sample_ids=["a", "c"])
+    with pytest.raises(ValueError, match="duplicate sample ids"):
+        occlusion_delta(refs, refs, refs, ["Cardiomegaly"] * 2, sample_ids=["a", "a"], control_sample_ids=["a", "a"])
+    assert flip_rate(refs, refs, refs, ["Cardiomegaly"] * 2, sample_ids=["a", "b"], control_sample_ids=["a", "b"])["flip_rate"] == 0.0

@@ -211,9 +211,13 @@ def delta_fn(
     n_resamples: int = 0,
     clusters: Sequence[object] | None = None,
     seed: int = 0,
+    *,
+    sample_ids: Sequence[str] | None = None,
+    noise_sample_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """ΔFN = F1(Baseline) − F1(Full Noise Image) (ShoViR §3.4, Table 1), for F1-14 and F1-5
-    (micro and macro), on the same samples.
+    (micro and macro), on the same samples. Pass ``sample_ids`` (of the baseline rows) and
+    ``noise_sample_ids`` to have the alignment of the two conditions checked.
 
     >>> refs = [[0, 1] + [0] * 12, [0, 0, 1] + [0] * 11]
     >>> out = delta_fn(refs, refs, [[0] * 13 + [1]] * 2)
@@ -223,7 +227,8 @@ def delta_fn(
     ref = _checks.codes("references", references)
     base = _checks.codes("baseline_predictions", baseline_predictions)
     noise = _checks.codes("noise_predictions", noise_predictions)
-    _checks.same_length(references=ref, baseline_predictions=base, noise_predictions=noise, clusters=clusters)
+    _checks.same_length(references=ref, baseline_predictions=base, noise_predictions=noise, clusters=clusters, sample_ids=sample_ids)
+    _checks.aligned_ids(sample_ids=sample_ids, noise_sample_ids=noise_sample_ids)
     y_true = L.binarize(ref, uncertain).astype(np.float64)
     keys = [f"{g}_{a}" for g in ("f1_14", "f1_5") for a in ("micro", "macro")]
     parts = []
@@ -261,10 +266,14 @@ def occlusion_delta(
     n_resamples: int = 0,
     clusters: Sequence[object] | None = None,
     seed: int = 0,
+    *,
+    sample_ids: Sequence[str] | None = None,
+    control_sample_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Δ_X = μ-F1(RO) − μ-F1(X) (ShoViR §3.4), X = OCO or DOCO at the same p, paired by sample.
 
-    Positive Δ: the structured occlusion hurts more than the random control.
+    Positive Δ: the structured occlusion hurts more than the random control. Pass ``sample_ids``
+    and ``control_sample_ids`` to have the alignment of the two conditions checked.
 
     >>> refs = [[0, 1] + [0] * 12] * 2
     >>> out = occlusion_delta(refs, refs, [[0, 2] + [0] * 12, [0, 1] + [0] * 12], ["Cardiomegaly"] * 2)
@@ -274,7 +283,9 @@ def occlusion_delta(
     ref = _checks.codes("references", references)
     control = _checks.codes("control_predictions", control_predictions)
     hyp = _checks.codes("predictions", predictions)
-    _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=target_classes, clusters=clusters)
+    _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=target_classes,
+                        clusters=clusters, sample_ids=sample_ids)
+    _checks.aligned_ids(sample_ids=sample_ids, control_sample_ids=control_sample_ids)
     with_control = per_target_f1(ref, control, target_classes, uncertain)
     with_x = per_target_f1(ref, hyp, target_classes, uncertain)
     interval = None
@@ -303,6 +314,9 @@ def flip_rate(
     n_resamples: int = 0,
     clusters: Sequence[object] | None = None,
     seed: int = 0,
+    *,
+    sample_ids: Sequence[str] | None = None,
+    control_sample_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The flip rate FR^c_X of ShoViR §3.4: among findings that are present (y_ic = 1) and
     detected under the control (ŷ^RO_ic = 1), the share lost under condition X (ŷ^X_ic = 0):
@@ -312,7 +326,8 @@ def flip_rate(
     With ``target_classes``, sample i counts for its own target class only (the disease-level
     design); without, every one of the 13 localisable classes of every sample counts. ``pooled``
     sums numerators and denominators over classes. A class with an empty denominator has
-    ``None``. ``references`` are ground-truth codes (the dataset's labels).
+    ``None``. ``references`` are ground-truth codes (the dataset's labels). Pass ``sample_ids`` and
+    ``control_sample_ids`` to have the alignment of the two conditions checked.
 
     >>> refs = [[0, 1] + [0] * 12] * 4
     >>> control = [[0, 1] + [0] * 12] * 3 + [[0, 2] + [0] * 12]
@@ -324,7 +339,9 @@ def flip_rate(
     ref = _checks.codes("references", references)
     control = _checks.codes("control_predictions", control_predictions)
     hyp = _checks.codes("predictions", predictions)
-    _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=target_classes, clusters=clusters)
+    _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=target_classes,
+                        clusters=clusters, sample_ids=sample_ids)
+    _checks.aligned_ids(sample_ids=sample_ids, control_sample_ids=control_sample_ids)
     y = L.binarize(ref, uncertain).astype(bool)
     y_control = L.binarize(control, uncertain).astype(bool)
     y_x = L.binarize(hyp, uncertain).astype(bool)
