@@ -1,0 +1,98 @@
+"""The VQA protocols through the runner and the scorer: real / blank / shuffled images (Beyond
+Accuracy) and the same-patient swap with and without the report (ModaLens)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from shovir import labels as L
+from shovir.metrics import swap_sensitivity, visual_reliance
+from shovir.models import Generation, ModelAdapter, register_model
+from shovir.runner.config import SweepConfig
+from shovir.runner.run import run_sweep
+from shovir.runner.score import score_run
+
+
+class ToyVQA(ModelAdapter):
+    """Answers "yes" when the image is bright, unless a report is given, which it then trusts."""
+
+    name = "toy-vqa"
+
+    def generate(self, messages):
+        out = []
+        for message in messages:
+            if message.report is not None:
+                out.append(Generation("yes" if "cardiomegaly" in message.report.lower() else "no"))
+                continue
+            bright = float(np.asarray(message.images[0].convert("L")).mean()) > 100
+            out.append(Generation("yes" if bright else "no"))
+        return out
+
+
+register_model("toy-vqa", f"{__name__}:ToyVQA")
+
+CASES = [  # image, patient, study, brightness, Cardiomegaly code, report
+    ("a1", "P1", "S1", 200, 1, "Cardiomegaly."),
+    ("a2", "P1", "S2", 40, 2, "No cardiomegaly."),
+    ("b1", "P2", "S3", 220, 1, "Cardiomegaly."),
+    ("b2", "P2", "S4", 30, 0, "Normal chest."),
+]
+
+
+def _manifest(root: Path) -> None:
+    lines = []
+    for image_id, patient, study, value, code, report in CASES:
+        Image.fromarray(np.full((24, 20), value, np.uint8)).save(root / f"{image_id}.png")
+        labels = [0] * 14
+        labels[L.class_index("Cardiomegaly")] = code
+        lines.append(json.dumps({"image": f"{image_id}.png", "image_id": image_id, "patient_id": patient, "study_id": study,
+                                 "report": report, "labels": labels}))
+    (root / "cases.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_vqa_protocols_run_and_score(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _manifest(data)
+    config = SweepConfig.from_dict({
+        "dataset": {"name": "mimic_vqa", "data_dir": str(data), "annotation_file": "cases.jsonl", "uncertain": "no"},
+        "models": ["toy-vqa"],
+        "conditions": ["baseline", "blank", "shuffle", {"name": "baseline", "with_report": True},
+                       {"name": "swap"}, {"name": "swap", "with_report": True}],
+        "seed": 1, "batch_size": 8})
+    run = run_sweep(config, tmp_path / "run", cache_dir=str(tmp_path / "cache"), progress=False)
+    results = score_run(run, n_resamples=100)
+    assert results["scoring"]["protocol"] == "vqa"
+    toy = results["models"]["toy-vqa"]
+
+    samples = {json.loads(l)["sample_id"]: json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()}
+    predictions = {}
+    for path in (run / "predictions" / "toy-vqa" / "mimic_vqa").glob("*.jsonl"):
+        predictions[path.stem] = {json.loads(l)["sample_id"]: json.loads(l) for l in path.read_text().splitlines()}
+    ids = sorted(samples)
+    # the blank image is gray 128: bright for the toy, so every blank answer is "yes"
+    assert {predictions["blank"][i]["text"] for i in ids} == {"yes"}
+    # swapped images come from another study of the same patient with a different finding set
+    for record in predictions["swap"].values():
+        donor = record["donor_image_id"]
+        assert donor != record["image_id"] and donor[0] == record["image_id"][0]
+    expected = visual_reliance([predictions["baseline"][i]["text"] for i in ids], [predictions["shuffle"][i]["text"] for i in ids],
+                               [samples[i]["answer"] for i in ids], predictions_blank=[predictions["blank"][i]["text"] for i in ids],
+                               options=[samples[i]["options"] for i in ids], n_resamples=100)
+    assert toy["visual_reliance"]["vrs"] == expected["vrs"]
+    assert toy["visual_reliance"]["blank_drop"] == expected["blank_drop"]
+    swap = toy["swap_sensitivity"]
+    # without the report the toy reads the image, so the discordant swap flips answers;
+    # with the report it ignores the image, so nothing flips
+    assert swap["flip_rate_with_report"] == 0.0
+    assert swap["flip_rate_without_report"] > 0.0
+    direct = swap_sensitivity(
+        [predictions[c][i]["text"] for c in ("baseline", "baseline+report") for i in ids],
+        [predictions[s][i]["text"] for s in ("swap", "swap+report") for i in ids],
+        ["without_report"] * len(ids) + ["with_report"] * len(ids), ids * 2,
+        [samples[i]["patient_id"] for i in ids] * 2, n_resamples=100)
+    assert swap["paired_difference"] == direct["paired_difference"]
