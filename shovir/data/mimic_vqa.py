@@ -31,7 +31,6 @@ belongs to the prompt).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
@@ -329,42 +328,28 @@ class MimicVQA(AnnotatedBuilder):
 
     def _jsonl_records(self, path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         required = ("image", "image_id", "patient_id", "study_id", "report", "labels")
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                self._report.read += 1
-                where = f"{path.name} line {number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    self._reject(
-                        "invalid_json", f"line {number}",
-                        f"{where}: invalid JSON at column {error.colno} ({error.msg}); "
-                        "each line must be one complete JSON object — fix or remove the line",
-                    )
-                    continue
-                if not isinstance(record, dict):
-                    self._reject(
-                        "bad_field", f"line {number}", f"{where}: expected a JSON object, got {type(record).__name__}"
-                    )
-                    continue
-                item_id = str(record.get("image_id") or f"line {number}")
-                missing = [key for key in required if record.get(key) is None]
-                if missing:
-                    self._reject(
-                        "missing_field", item_id,
-                        f"{where}: missing field(s) {', '.join(map(repr, missing))}; required: {', '.join(required)}",
-                    )
-                    continue
-                bad = [key for key in required[:5] if not _is_text(record[key])]
-                empty = [key for key in ("image", "image_id") if not str(record[key]).strip()]
-                if bad or empty:
-                    problem = f"field(s) {', '.join(map(repr, bad))} must be strings" if bad else (
-                        f"field(s) {', '.join(map(repr, empty))} are empty")
-                    self._reject("bad_field", item_id, f"{where}: {problem}")
-                    continue
-                yield where, {key: record[key] if key == "labels" else str(record[key]) for key in required}
+        for number, where, record in self._json_lines(path):
+            if not isinstance(record, dict):
+                self._reject(
+                    "bad_field", f"line {number}", f"{where}: expected a JSON object, got {type(record).__name__}"
+                )
+                continue
+            item_id = str(record.get("image_id") or f"line {number}")
+            missing = [key for key in required if record.get(key) is None]
+            if missing:
+                self._reject(
+                    "missing_field", item_id,
+                    f"{where}: missing field(s) {', '.join(map(repr, missing))}; required: {', '.join(required)}",
+                )
+                continue
+            bad = [key for key in required[:5] if not _is_text(record[key])]
+            empty = [key for key in ("image", "image_id") if not str(record[key]).strip()]
+            if bad or empty:
+                problem = f"field(s) {', '.join(map(repr, bad))} must be strings" if bad else (
+                    f"field(s) {', '.join(map(repr, empty))} are empty")
+                self._reject("bad_field", item_id, f"{where}: {problem}")
+                continue
+            yield where, {key: record[key] if key == "labels" else str(record[key]) for key in required}
 
     def _shovir_records(self, path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         from shovir.data.mimic_cxr import parse_mimic_path, read_shovir_metadata

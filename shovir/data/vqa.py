@@ -250,6 +250,26 @@ class AnnotatedBuilder(ValidatingBuilder):
         path = Path(value)
         return path if path.is_absolute() else Path(self.config.data_dir) / path
 
+    def _json_lines(self, path: Path) -> Iterator[tuple[int, str, Any]]:
+        """``(line number, "file line N", parsed object)`` for each non-blank line of a JSONL
+        file, each counted as read; an invalid line is rejected under the ``on_error`` policy."""
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                self._report.read += 1
+                where = f"{path.name} line {number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    self._reject(
+                        "invalid_json", f"line {number}",
+                        f"{where}: invalid JSON at column {error.colno} ({error.msg}); "
+                        "each line must be one complete JSON object — fix or remove the line",
+                    )
+                    continue
+                yield number, where, record
+
 
 class MedicalVQA(AnnotatedBuilder):
     """Medical VQA questions (VQA-RAD, SLAKE, PMC-VQA, PathVQA or a JSONL manifest) as :data:`VQA_FEATURES` rows.
@@ -416,28 +436,14 @@ class MedicalVQA(AnnotatedBuilder):
         required = ("id", "image", "question", "answer")
         optional = ("options", "answer_type", "modality", "patient_id", "study_id", "report")
         ignored: Counter = Counter()
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                self._report.read += 1
-                where = f"{path.name} line {number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    self._reject(
-                        "invalid_json", f"line {number}",
-                        f"{where}: invalid JSON at column {error.colno} ({error.msg}); "
-                        "each line must be one complete JSON object — fix or remove the line",
-                    )
-                    continue
-                item_id = _record_id(record, "id", f"line {number}")
-                if self._missing(record, required, item_id, where):
-                    continue
-                ignored.update(key for key in record if key not in required and key not in optional)
-                draft = self._jsonl_draft(record, item_id, where)
-                if draft is not None:
-                    yield draft
+        for number, where, record in self._json_lines(path):
+            item_id = _record_id(record, "id", f"line {number}")
+            if self._missing(record, required, item_id, where):
+                continue
+            ignored.update(key for key in record if key not in required and key not in optional)
+            draft = self._jsonl_draft(record, item_id, where)
+            if draft is not None:
+                yield draft
         if ignored:
             self._report.notes["ignored_keys"] = dict(sorted(ignored.items()))
 
