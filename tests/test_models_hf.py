@@ -243,7 +243,7 @@ def test_missing_research_code_raises_the_install_hint(monkeypatch):
 def test_remote_code_models_require_explicit_trust(monkeypatch):
     monkeypatch.setattr(cxrmate_module, "require", lambda module, install: types.SimpleNamespace())
     for cls in (CheXagent2, Maira2, CXRMate):
-        with pytest.raises(ValueError, match="pass trust_remote_code=True"):
+        with pytest.raises(ValueError, match="pass trust_remote_code as True"):
             cls()
 
 

@@ -124,7 +124,7 @@ Reports
 
 Determinism
     Each image draws from generators keyed by a BLAKE2b hash of ``(seed, stream, index)`` (never
-    Python ``hash()``, never the position of an earlier draw), so image ``i`` does not depend on
+    Python's per-process salted string hash, never the position of an earlier draw), so image ``i`` does not depend on
     images ``0..i-1`` and the first ``k`` images are the same whatever the dataset size. Patients
     get 1-4 consecutive studies (mean 2.5) from a hash of ``(seed, "visits", patient)``.
 """

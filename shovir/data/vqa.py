@@ -496,26 +496,35 @@ class MedicalVQA(AnnotatedBuilder):
             **text,
         )
 
+    def _json_question(self, record: Any, index: int, path: Path, required: tuple[str, ...], image_key: str,
+                       **extra: str) -> _Draft | None:
+        """One question of a JSON-list release (VQA-RAD, SLAKE), counted as read; ``None`` when
+        rejected."""
+        self._report.read += 1
+        where = f"{path.name} item {index}"
+        item_id = _record_id(record, "qid", f"item {index}")
+        if self._missing(record, required, item_id, where):
+            return None
+        answer_type = self._answer_type(record["answer_type"], item_id, where)
+        if answer_type is None:
+            return None
+        return self._draft(
+            where,
+            sample_id=item_id,
+            image=str(record[image_key]),
+            image_id=str(record[image_key]),
+            question=str(record["question"]),
+            answer=str(record["answer"]),
+            answer_type=answer_type,
+            **extra,
+        )
+
     def _read_vqa_rad(self, path: Path) -> Iterator[_Draft]:
         required = ("qid", "image_name", "question", "answer", "answer_type")
         for index, record in enumerate(self._json_list(path)):
-            self._report.read += 1
-            where = f"{path.name} item {index}"
-            item_id = _record_id(record, "qid", f"item {index}")
-            if self._missing(record, required, item_id, where):
-                continue
-            answer_type = self._answer_type(record["answer_type"], item_id, where)
-            if answer_type is None:
-                continue
-            yield self._draft(
-                where,
-                sample_id=item_id,
-                image=str(record["image_name"]),
-                image_id=str(record["image_name"]),
-                question=str(record["question"]),
-                answer=str(record["answer"]),
-                answer_type=answer_type,
-            )
+            draft = self._json_question(record, index, path, required, "image_name")
+            if draft is not None:
+                yield draft
 
     def _read_slake(self, path: Path) -> Iterator[_Draft]:
         required = ("qid", "img_name", "question", "answer", "q_lang", "answer_type")
@@ -527,24 +536,10 @@ class MedicalVQA(AnnotatedBuilder):
             if language is not None and isinstance(record, dict) and record.get("q_lang") not in (None, language):
                 excluded[str(record["q_lang"])] += 1
                 continue
-            self._report.read += 1
-            where = f"{path.name} item {index}"
-            item_id = _record_id(record, "qid", f"item {index}")
-            if self._missing(record, required, item_id, where):
-                continue
-            answer_type = self._answer_type(record["answer_type"], item_id, where)
-            if answer_type is None:
-                continue
-            yield self._draft(
-                where,
-                sample_id=item_id,
-                image=str(record["img_name"]),
-                image_id=str(record["img_name"]),
-                question=str(record["question"]),
-                answer=str(record["answer"]),
-                answer_type=answer_type,
-                modality=str(record.get("modality") or ""),
-            )
+            modality = str(record.get("modality") or "") if isinstance(record, dict) else ""
+            draft = self._json_question(record, index, path, required, "img_name", modality=modality)
+            if draft is not None:
+                yield draft
         notes = self._report.notes
         notes["language"] = language or "all"
         notes["records_in_files"] = notes.get("records_in_files", 0) + total

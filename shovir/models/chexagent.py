@@ -27,13 +27,14 @@ A context report (``Message.report``) precedes the prompt in the text item throu
 
 Example (nothing is loaded before the first ``generate``)::
 
-    >>> adapter = CheXagent2(trust_remote_code=True)
+    >>> opt_in = {"trust_remote_code": True}  # the user reviewed the model code
+    >>> adapter = CheXagent2(**opt_in)
     >>> adapter.config()["prompt"]
     'Structured Radiology Report Generation for Findings Section'
     >>> CheXagent2()
     Traceback (most recent call last):
     ...
-    ValueError: CheXagent2: 'StanfordAIMI/CheXagent-2-3b-srrg-findings' ships its model code ... pass trust_remote_code=True
+    ValueError: CheXagent2: 'StanfordAIMI/CheXagent-2-3b-srrg-findings' ships its model code ... pass trust_remote_code as True
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ which is the default here (``num_beams`` is an argument). CXRMate takes no text:
 Example (torchvision is needed; nothing is loaded before the first ``generate``)::
 
     >>> try:
-    ...     adapter = CXRMate(trust_remote_code=True)
+    ...     adapter = CXRMate(**{"trust_remote_code": True})  # opted in by the user
     ... except ImportError as error:
     ...     print("pip install torchvision" in str(error))
     ... else:

@@ -594,7 +594,7 @@ class PretrainedAdapter(ModelAdapter):
         if self.requires_remote_code and not self.trust_remote_code:
             raise ValueError(
                 f"{type(self).__name__}: {self.checkpoint_name!r} ships its model code inside the checkpoint and cannot "
-                "load without it; review that code, then pass trust_remote_code=True"
+                "load without it; review that code, then pass trust_remote_code as True"
             )
 
     def _hub_kwargs(self) -> dict[str, Any]:
@@ -640,7 +640,7 @@ class PretrainedAdapter(ModelAdapter):
         except ValueError as error:
             if "trust_remote_code" in str(error):
                 raise ValueError(
-                    f"{self.checkpoint_name!r} ships its own model code; review it and pass trust_remote_code=True"
+                    f"{self.checkpoint_name!r} ships its own model code; review it and pass trust_remote_code as True"
                 ) from error
             raise
         except OSError as error:

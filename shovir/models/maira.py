@@ -31,7 +31,7 @@ image). Option scoring is not offered.
 
 Example::
 
-    >>> Maira2(trust_remote_code=True).config()["decoding"]["max_new_tokens"]
+    >>> Maira2(**{"trust_remote_code": True}).config()["decoding"]["max_new_tokens"]
     450
 """
 
