@@ -69,9 +69,14 @@ costophrenic angle" alone is an uncertain pleural effusion (a sign, not the find
 costophrenic angles" a negative one; "perihilar haziness" (an edema sign) is not a lung opacity;
 "density" alone is an *other finding*, as in CheXpert, not a lung opacity; neutral wording that
 contains a cue word is skipped ("tube in normal position", "nearly resolved effusion", "the tip is
-not visualized", "effusion has not resolved"). All phrase lists are module-level tables
-(:data:`FINDINGS`, :data:`ATTRIBUTES`, :data:`OTHER_FINDINGS`, :data:`EXCLUSIONS`, :data:`CUES`,
-:data:`TERMINATORS`) written for shovir, not copied from the CheXpert labeler.
+not visualized", "effusion has not resolved").
+
+Phrases are data: every list above lives in ``shovir/labelers/resources/rule_phrases.json``
+(written for shovir, not copied from the CheXpert labeler; one phrase per array item, each
+section documented), which :mod:`shovir.labelers.rule_phrases` reads once per process and
+checks. This module holds the matcher; it exposes the file's tables as :data:`FINDINGS`,
+:data:`ATTRIBUTES`, :data:`OTHER_FINDINGS`, :data:`EXCLUSIONS`, :data:`CUES` and
+:data:`TERMINATORS`.
 
 Known limits: no parser, so long-distance syntax (e.g. negation carried into a relative clause
 without a terminator) follows the segment heuristics above; single newlines are treated as
@@ -86,22 +91,45 @@ spaces (hard-wrapped reports) unless ``newline_is_boundary=True``.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from shovir.labels import BLANK, CLASSES, CODE_NAMES, NEGATIVE, NUM_CLASSES, POSITIVE, UNCERTAIN
+from shovir.labelers.rule_phrases import (
+    ADJACENT,
+    BACKWARD,
+    DESCRIPTOR,
+    FORWARD,
+    NEGATION,
+    NEXT,
+    PRE_NEGATION_UNCERTAINTY,
+    STABILITY,
+    UNCERTAINTY,
+    CueGroup,
+    expand,
+    load_phrases,
+)
+from shovir.labels import (
+    BLANK,
+    CLASSES,
+    CODE_NAMES,
+    NEGATIVE,
+    NUM_CLASSES,
+    POSITIVE,
+    UNCERTAIN,
+)
 
 __all__ = [
-    "RuleBasedLabeler",
-    "Decision",
-    "OTHER_FINDING",
-    "FINDINGS",
     "ATTRIBUTES",
-    "OTHER_FINDINGS",
-    "EXCLUSIONS",
     "CUES",
+    "EXCLUSIONS",
+    "FINDINGS",
+    "OTHER_FINDING",
+    "OTHER_FINDINGS",
     "TERMINATORS",
+    "Decision",
+    "RuleBasedLabeler",
     "expand",
 ]
 
@@ -109,369 +137,34 @@ OTHER_FINDING = "Other finding"
 """Name used in explanations for findings outside the 13 classes (they only affect No Finding)."""
 
 # ----------------------------------------------------------------------------------------------
-# Phrase tables. Phrases are lower case; "{a,b,}" lists alternatives (an empty one makes the
-# part optional) and may nest; hyphens are written as spaces (the text is normalised the same way).
+# Phrase tables, from resources/rule_phrases.json (see shovir.labelers.rule_phrases for the
+# "{a,b,}" pattern syntax and the checks). Phrases are lower case; hyphens are written as spaces
+# (the text is normalised the same way).
 # ----------------------------------------------------------------------------------------------
 
-_SIL = "{silhouette,silhouettes,contour,contours,shadow,configuration}"
+_PHRASES = load_phrases()
 
-FINDINGS: dict[str, tuple[str, ...]] = {
-    "Enlarged Cardiomediastinum": (
-        "widened {superior ,upper ,}mediastinum",
-        "widening of the {superior ,upper ,}mediastinum",
-        "{superior ,upper ,}mediastinal {widening,enlargement}",
-        "widened {cardio,}mediastinal " + _SIL,
-        "enlarged {cardio,}mediastinal " + _SIL,
-        "enlargement of the {cardio,}mediastinal " + _SIL,
-        "cardiomediastinal enlargement",
-        "enlarged {cardio,}mediastinum",
-        "enlargement of the {cardio,}mediastinum",
-    ),
-    "Cardiomegaly": (
-        "cardiomegaly",
-        "cardiomegally",
-        "cardiac enlargement",
-        "heart enlargement",
-        "enlarged heart",
-        "enlarged heart size",
-        "enlarged cardiac {silhouette,contour,contours,shadow,size}",
-        "enlargement of the {heart,cardiac silhouette,cardiac shadow,cardiac contour}",
-    ),
-    "Lung Opacity": (
-        "opacity",
-        "opacities",
-        "opacification",
-        "opacifications",
-        "opacified",
-        "haziness",
-        "hazy",
-        "infiltrate",
-        "infiltrates",
-        "infiltration",
-        "infiltrations",
-        "infiltrative {process,change,changes}",
-        "{airspace,air space} {disease,process,processes,shadowing}",
-        "ground glass",
-        "groundglass",
-        "increased density",
-        "increased densities",
-        "decreased translucency",
-        "{interstitial,reticular,reticulonodular} "
-        "{marking,markings,pattern,prominence,changes,abnormality,abnormalities}",
-        "increased {interstitial ,lung ,}markings",
-        "interstitial lung disease",
-        "reticulation",
-        "scarring",
-        "scar",
-        "scars",
-        "{peribronchial,bronchial wall} thickening",
-    ),
-    "Lung Lesion": (
-        "nodule",
-        "nodules",
-        "nodular {opacity,opacities,density,densities,opacification,lesion,lesions}",
-        "nodularity",
-        "micronodules",
-        "mass",
-        "masses",
-        "lesion",
-        "lesions",
-        "tumor",
-        "tumors",
-        "tumour",
-        "tumours",
-        "neoplasm",
-        "neoplasms",
-        "carcinoma",
-        "malignancy",
-        "cavitary {lesion,lesions,nodule,mass}",
-        "cavitation",
-        "lump",
-    ),
-    "Edema": (
-        "edema",
-        "oedema",
-        "{pulmonary,interstitial,alveolar,perihilar,airspace,air space} edema",
-        "fluid overload",
-        "{congestive ,}heart failure",
-        "chf",
-        "{pulmonary ,}{vascular,venous} {congestion,engorgement}",
-        "pulmonary congestion",
-        "vascular prominence",
-        "prominence of the pulmonary vasculature",
-        "indistinctness",
-        "indistinct {pulmonary ,}vasculature",
-    ),
-    "Consolidation": (
-        "consolidation",
-        "consolidations",
-        "consolidative",
-        "consolidated",
-        "consolidating",
-    ),
-    "Pneumonia": (
-        "pneumonia",
-        "pneumonias",
-        "bronchopneumonia",
-        "pneumonic",
-        "infection",
-        "infections",
-        "infectious",
-        "infectious process",
-        "infective process",
-    ),
-    "Atelectasis": (
-        "atelectasis",
-        "atelectases",
-        "atelectatic",
-        "atelectatic {change,changes}",
-        "collapse",
-        "collapsed",
-    ),
-    "Pneumothorax": (
-        "pneumothorax",
-        "pneumothoraces",
-        "pneumothoraxes",
-        "ptx",
-        "hydropneumothorax",
-    ),
-    "Pleural Effusion": (
-        "effusion",
-        "effusions",
-        "pleural effusion",
-        "pleural effusions",
-        "pleural fluid",
-        "hydrothorax",
-        "hemothorax",
-        "empyema",
-        "loculated fluid",
-        "hydropneumothorax",
-        "blunting of the {left ,right ,bilateral ,}{lateral ,posterior ,}costophrenic {angle,angles,sulcus,sulci}",
-        "blunted {left ,right ,}costophrenic {angle,angles,sulcus,sulci}",
-        "costophrenic {angle,angles,sulcus,sulci} blunting",
-    ),
-    "Pleural Other": (
-        "pleural thickening",
-        "thickening of the pleura",
-        "{calcified ,}pleural {plaque,plaques}",
-        "pleural {scar,scars,scarring}",
-        "{pleural parenchymal,pleuroparenchymal,pleuro parenchymal} {scar,scars,scarring,opacity,opacities}",
-        "pleural {calcification,calcifications,irregularity,fibrosis}",
-        "apical {cap,caps}",
-        "fibrothorax",
-        "fibrosis",
-        "fibrotic {change,changes}",
-    ),
-    "Fracture": (
-        "fracture",
-        "fractures",
-        "fractured",
-        "fx",
-    ),
-    "Support Devices": (
-        "{endotracheal,et,tracheostomy,trach,nasogastric,ng,orogastric,og,enteric,feeding,gastric,"
-        "chest,thoracostomy,dobhoff,dobbhoff,duodenal,jejunal} {tube,tubes}",
-        "{ett,dobhoff,dobbhoff,tracheostomy}",
-        "tube",
-        "tubes",
-        "{lines and tubes,tubes and lines,lines,line}",
-        "{central,central venous,picc,pic,ij,internal jugular,subclavian,femoral,arterial,dialysis,midline,"
-        "swan ganz,pulmonary artery} {line,lines,catheter,catheters}",
-        "{peripherally inserted central catheter,picc,cvc,swan ganz}",
-        "catheter",
-        "catheters",
-        "{pigtail,drainage,pleural,hemodialysis,foley} {catheter,catheters}",
-        "pigtail",
-        "{drain,drains}",
-        "{pacemaker,pacemakers,pacer,pacers,icd,aicd,defibrillator,defibrillators,cardioverter defibrillator}",
-        "{pacemaker,pacer,pacing,icd,aicd,defibrillator} {lead,leads,wire,wires,generator,device}",
-        "leads",
-        "loop recorder",
-        "{port,ports,port a cath,portacath,mediport,power port,chest port,infusion port}",
-        "{sternotomy,sternal,cerclage,epicardial pacing,pacing,ecg,ekg} {wire,wires}",
-        "{median ,}sternotomy",
-        "wires",
-        "guidewire",
-        "{surgical ,vascular ,}{clip,clips,staples}",
-        "{prosthetic valve,valve replacement,valve prosthesis,valve replacements,tavr,tavi}",
-        "{mitral,aortic,tricuspid} valve {replacement,prosthesis,repair}",
-        "{stent,stents,coil,coils,embolization coils}",
-        "{hardware,orthopedic hardware,fixation hardware,fusion hardware,screw,screws,fixation plate,rods}",
-        "{electrode,electrodes,monitoring leads,ecg leads,ekg leads}",
-        "{cannula,cannulas,ecmo cannula,ecmo}",
-        "{lvad,left ventricular assist device,impella,intra aortic balloon pump,iabp,balloon pump}",
-        "{device,devices,support device,support devices,monitoring device,monitoring devices}",
-        "{apparatus,equipment}",
-    ),
-}
+FINDINGS: dict[str, tuple[str, ...]] = _PHRASES.findings
 """Finding phrases per class: a match is a positive mention unless a cue says otherwise."""
 
-ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    "Enlarged Cardiomediastinum": (
-        "cardiomediastinal {silhouette,silhouettes,contour,contours,size,shadow,configuration,width}",
-        "{cardiomediastinum,mediastinum,superior mediastinum,upper mediastinum}",
-        "{superior ,upper ,}mediastinal {silhouette,silhouettes,contour,contours,configuration,shadow,width}",
-        "{mediastinal and hilar,hilar and mediastinal} {contour,contours,silhouette,silhouettes,structures}",
-    ),
-    "Cardiomegaly": (
-        "heart",
-        "heart size",
-        "heart shadow",
-        "size of the heart",
-        "size of the cardiac silhouette",
-        "cardiac {silhouette,silhouettes,contour,contours,size,shadow,diameter}",
-    ),
-    "Enlarged Cardiomediastinum|Cardiomegaly": (
-        "{heart and mediastinum,heart and mediastinal contours}",
-        "cardiac and mediastinal {contour,contours,silhouette,silhouettes}",
-        "{cardiac,heart}, mediastinal and hilar {contour,contours,silhouette,silhouettes}",
-        "{cardiac,heart}, mediastinal, and hilar {contour,contours,silhouette,silhouettes}",
-        "{cardiac,heart} mediastinal and hilar {contour,contours,silhouette,silhouettes}",
-    ),
-    "Pleural Effusion": (
-        "costophrenic {angle,angles,sulcus,sulci}",
-        "{left ,right ,}{lateral ,posterior ,}costophrenic {angle,angles,sulcus,sulci}",
-    ),
-}
+ATTRIBUTES: dict[str, tuple[str, ...]] = _PHRASES.attributes
 """Structure phrases that count only with a descriptor ("enlarged", "normal", "stable", ...).
 Keys may join two classes with "|"."""
 
-OTHER_FINDINGS: tuple[str, ...] = (
-    "{emphysema,emphysematous,emphysematous changes,subcutaneous emphysema,subcutaneous air}",
-    "{copd,chronic obstructive pulmonary disease,chronic lung disease}",
-    "{hyperinflation,hyperinflated,hyperexpanded,hyperexpansion,overinflation}",
-    "{scoliosis,kyphosis,kyphoscoliosis,kyphotic,scoliotic}",
-    "degenerative {change,changes,disease}",
-    "{spondylosis,osteophyte,osteophytes,osteophytosis,osteopenia,osteoporosis,osteodystrophy}",
-    "{calcification,calcifications,calcified}",
-    "{atherosclerosis,atherosclerotic,atherosclerotic disease}",
-    "{granuloma,granulomas,granulomata,calcified granuloma,calcified granulomas}",
-    "calcified {nodule,nodules,lymph node,lymph nodes}",
-    "{hernia,hiatal hernia,hiatus hernia}",
-    "{bronchiectasis,bronchitis,bronchiolitis,airways disease,airway disease,reactive airway disease,asthma}",
-    "{bulla,bullae,bullous,bleb,blebs}",
-    "{pneumomediastinum,pneumoperitoneum,free air,free intraperitoneal air,pneumopericardium}",
-    "{elevated,elevation of the} {left ,right ,}hemidiaphragm",
-    "{eventration,cephalization,peribronchial cuffing}",
-    "{kerley lines,kerley b lines,septal lines,interlobular septal thickening}",
-    "{metastasis,metastases,metastatic disease}",
-    "{lymphadenopathy,adenopathy,hilar enlargement,enlarged hila,hilar prominence,prominent hila}",
-    "{hematoma,hemorrhage,contusion,contusions,aspiration,volume loss,deformity,deformities}",
-    "{osseous,bony,bone,lytic,sclerotic,blastic,skin,cutaneous} {lesion,lesions}",
-    "{soft tissue,subcutaneous,chest wall} edema",
-    "{pulmonary hypertension,pulmonary arterial hypertension,pneumonitis,density,densities}",
-    "thoracentesis",
-    "{pericardial effusion,pericardial effusions,joint effusion}",
-    "{vertebral,vertebral body,compression} collapse",
-)
+OTHER_FINDINGS: tuple[str, ...] = _PHRASES.other_findings
 """Findings outside the 13 classes; positive or uncertain ones rule out No Finding (CheXpert)."""
 
-EXCLUSIONS: tuple[str, ...] = (
-    "{visceral ,}pleural line",
-    "{paraspinal,paratracheal,paravertebral,junction,anterior junction,posterior junction,azygoesophageal,skin} "
-    "{line,lines}",
-    "in line with",
-    "line of",
-    "heart border",
-    "{left,right} heart border",
-    "perihilar {haziness,haze}",
-    "mass effect",
-    "nipple {shadow,shadows}",
-    # neutral wording that would otherwise read as a negation cue
-    "{in ,}{normal,unremarkable,satisfactory,standard} "
-    "{position,positions,positioning,course,location,placement,alignment}",
-    "normally positioned",
-    "tip {is ,}not {seen,visualized,visualised,visible,identified,well seen,well visualized,included}",
-    "{nearly,almost,partially,incompletely,mostly,largely,not completely,not fully,not entirely} {resolved,cleared}",
-    "{has ,have ,}not {yet ,}{resolved,cleared}",
-)
+EXCLUSIONS: tuple[str, ...] = _PHRASES.exclusions
 """Phrases that contain a mention or cue word but are neither; they are skipped."""
 
 # Cue polarities and scopes.
-_PREUNC, _NEG, _UNC, _STABLE, _POS = "pre-negation uncertainty", "negation", "uncertainty", "stability", "descriptor"
-_FWD, _NEXT, _BWD, _ADJ = "forward", "next", "backward", "adjacent"
+_PREUNC, _NEG, _UNC, _STABLE, _POS = PRE_NEGATION_UNCERTAINTY, NEGATION, UNCERTAINTY, STABILITY, DESCRIPTOR
+_FWD, _NEXT, _BWD, _ADJ = FORWARD, NEXT, BACKWARD, ADJACENT
 
-# (phrases, polarity, scope, forward window in words, backward window in words, starts a segment)
-CUES: tuple[tuple[tuple[str, ...], str, str, int, int, bool], ...] = (
-    # -- pre-negation uncertainty: contains a negation word but means "possibly present".
-    (("no new", "no new area of", "no new areas of", "cannot exclude", "can not exclude", "can't exclude",
-      "could not exclude", "cannot rule out", "can not rule out", "could not rule out", "cannot totally exclude",
-      "difficult to exclude", "not possible to exclude", "impossible to exclude", "no evidence to rule out"),
-     _PREUNC, _FWD, 0, 0, False),
-    (("{cannot,can not,can't,could not,may not,should not} be "
-      "{entirely ,completely ,totally ,definitely ,}{excluded,ruled out}",
-      "{is ,are ,}not {entirely ,completely ,totally ,definitely ,}{excluded,ruled out}",
-      "not be {excluded,ruled out}"),
-     _PREUNC, _BWD, 0, 8, False),
-    # -- negation
-    (("no", "not", "without", "absence of", "negative for", "free of", "clear of", "no evidence of",
-      "no radiographic evidence of", "no signs of", "no sign of", "without evidence of", "no findings of",
-      "no findings to suggest", "no focus of", "rather than", "resolution of", "interval resolution of",
-      "removal of", "interval removal of", "clearing of", "disappearance of", "neither", "nor", "never",
-      "no longer"),
-     _NEG, _FWD, 0, 0, False),
-    (("history of",), _NEG, _NEXT, 3, 0, False),
-    (("{is ,are ,was ,were ,has been ,have been ,}{no longer,not} {seen,identified,visualized,visualised,"
-      "visible,appreciated,demonstrated,evident,present,detected,noted,apparent,observed,definitely seen}",
-      "{has,have,had} {resolved,cleared,disappeared}",
-      "disappeared",
-      "{has ,have ,}been removed",
-      "{is ,are ,}{ruled out,excluded}",
-      "within normal limits",
-      "{is ,are ,}{normal,unremarkable} in {size,appearance,caliber,contour}",
-      "{top,upper,high,upper limits of,upper limit of,the upper limits of,the upper limit of} normal",
-      "{is ,are ,}not {enlarged,widened,increased,dilated,prominent}",
-      "not significantly enlarged"),
-     _NEG, _BWD, 0, 6, False),
-    (("normal", "unremarkable", "resolved", "removed", "cleared", "absent", "sharp", "sharply defined", "clear"),
-     _NEG, _ADJ, 3, 6, False),
-    # -- uncertainty
-    (("possibly", "presumably", "presumed", "presumptive", "suspicious for", "suspicion for", "suspicion of",
-      "concerning for", "concern for", "worrisome for", "suggestive of", "suggesting", "suggests", "suggest",
-      "question of", "questionable for", "possibility of", "possibility for", "differential diagnosis includes",
-      "differential diagnosis would include", "differential includes", "differential considerations include",
-      "correlate for", "clinical correlation for", "evaluate for", "evaluation for", "assess for",
-      "rule out", "r/o", "to exclude", "indeterminate",
-      "may represent", "may reflect", "may indicate", "could represent", "could reflect", "could indicate",
-      "might represent", "might reflect", "can represent", "may be due to", "could be due to",
-      "likely due to", "possibly due to", "likely represents", "likely reflects", "likely representing",
-      "likely reflecting", "may be related to", "probably", "maybe", "perhaps"),
-     _UNC, _FWD, 0, 0, False),
-    (("possible", "probable", "likely", "most likely", "more likely", "less likely", "unlikely", "questionable",
-      "suspected", "suspect", "suspicious", "borderline", "developing", "obscured", "obscuring", "equivocal",
-      "may", "might", "could", "may be", "might be", "could be", "uncertain"),
-     _UNC, _ADJ, 6, 6, False),
-    (("{may,might,could,can} be present",
-      "{is ,are ,}{not well,poorly,incompletely,not clearly} "
-      "{seen,visualized,visualised,evaluated,assessed,delineated}",
-      "{cannot,can not,could not} be {assessed,evaluated}",
-      "difficult to {assess,evaluate}",
-      "{is ,are ,}{questioned,a consideration,considered}"),
-     _UNC, _BWD, 0, 6, False),
-    # -- stability (uncertain for size/silhouette attributes, CheXpert; no effect on findings)
-    (("stable", "unchanged", "grossly stable", "essentially unchanged", "similar", "similar to prior",
-      "not changed", "not significantly changed", "has not changed", "without change", "not substantially changed"),
-     _STABLE, _ADJ, 4, 6, False),
-    (("no change", "no change in", "no significant change", "no significant change in", "no interval change",
-      "no interval change in", "no significant interval change", "no appreciable change", "without interval change",
-      "no increase", "no increase in", "no worsening", "no worsening of", "without worsening"),
-     _STABLE, _FWD, 0, 0, True),
-    # -- abnormal descriptors of attributes
-    (("enlarged", "enlarging", "increased", "widened", "prominent", "large", "larger", "blunted", "dilated"),
-     _POS, _ADJ, 3, 6, False),
-    (("enlargement", "widening", "prominence", "blunting", "increased in size", "increase in size"),
-     _POS, _BWD, 0, 3, False),
-    (("enlargement of the", "enlargement of", "widening of the", "prominence of the", "blunting of the",
-      "increase in the", "increased size of the"),
-     _POS, _NEXT, 1, 0, False),
-)
+CUES: tuple[CueGroup, ...] = _PHRASES.cues
 """Cue table: (phrases, polarity, scope, forward window, backward window, starts a segment)."""
 
-TERMINATORS: tuple[str, ...] = (
-    "but", "however", "although", "though", "except", "except for", "aside from", "apart from", "whereas",
-    "while", "yet", "nevertheless", "nonetheless", "which", "who", "and there", "and the", "in addition",
-    "additionally",
-)
+TERMINATORS: tuple[str, ...] = _PHRASES.terminators
 """Words that end the scope of a cue (they start a new segment)."""
 
 # ----------------------------------------------------------------------------------------------
@@ -487,77 +180,22 @@ _RANK = (0, 3, 1, 2)  # CheXpert priority by code: blank < negative < uncertain 
 _NAMES = CLASSES + (OTHER_FINDING,)  # index 14: other findings
 
 # Mentions that are uncertain by convention (CheXpert post-negation uncertainty rules).
-_INHERENTLY_UNCERTAIN = (
-    "{pulmonary ,}{vascular,venous} {congestion,engorgement}",
-    "pulmonary congestion",
-    "vascular prominence",
-    "prominence of the pulmonary vasculature",
-    "indistinctness",
-    "indistinct {pulmonary ,}vasculature",
-    "blunting of the {left ,right ,bilateral ,}{lateral ,posterior ,}costophrenic {angle,angles,sulcus,sulci}",
-    "blunted {left ,right ,}costophrenic {angle,angles,sulcus,sulci}",
-    "costophrenic {angle,angles,sulcus,sulci} blunting",
-)
-_HEART_FAILURE = ("{congestive ,}heart failure", "chf")
+_INHERENTLY_UNCERTAIN = _PHRASES.inherently_uncertain
+_HEART_FAILURE = _PHRASES.heart_failure
 _ATTR_POSITIVE_CODE = {"Pleural Effusion": UNCERTAIN}  # blunted costophrenic angle: a sign, uncertain
 
-_LIST_STOP = frozenset(
-    "is are was were be been being has have had there which that with without in on at of to from by for "
-    "but no not than also seen noted present identified shows show demonstrates may might could "
-    "suggest suggests suggesting represent represents likely possible".split()
-)
-_OR_WORDS = frozenset(("or", "versus", "vs", "and/or"))
-_NEXT_BLOCK = re.compile(r"[,;]|\b(?:is|are|was|were|be|been|has|have|had|with|without|and|or|in|at|on|from|by|"
-                         r"for|which|that|there|no|not|but|than)\b")
-_BACK_BLOCK = re.compile(r"[,;]|\b(?:with|without|and|or|but|which|no|than|while)\b")
+_LIST_STOP = _PHRASES.list_stop_words
+_OR_WORDS = _PHRASES.alternative_words
+_NEXT_BLOCK = re.compile(r"[,;]|\b(?:" + "|".join(map(re.escape, _PHRASES.next_blockers)) + r")\b")
+_BACK_BLOCK = re.compile(r"[,;]|\b(?:" + "|".join(map(re.escape, _PHRASES.backward_blockers)) + r")\b")
 _NORMALISE = str.maketrans({"-": " ", "\t": " ", "\r": " ", "\n": " ", "\f": " ", "\v": " ", "\u2013": " ",
                             "\u2014": " ", "\u00a0": " "})
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 _BREAK_PATTERN = (
     r"[!?;|]|:(?!\d)"
-    r"|(?<!\bvs)(?<!\be\.g)(?<!\bi\.e)(?<!\bapprox)(?<!\bdr)(?<!\bst)(?:\.(?!\d)|(?<!\d)\.)"
-    r"|,(?= +(?:and +)?(?:the|there|this|these|it|its)\b)"
+    r"|" + "".join(rf"(?<!\b{re.escape(word)})" for word in _PHRASES.abbreviations) + r"(?:\.(?!\d)|(?<!\d)\.)"
+    r"|,(?= +(?:and +)?(?:" + "|".join(map(re.escape, _PHRASES.clause_starts)) + r")\b)"
 )
-
-
-def expand(pattern: str) -> list[str]:
-    """All phrases written by ``pattern``: ``{a,b,}`` lists alternatives and may nest.
-
-    >>> expand("pleural effusion{,s}")
-    ['pleural effusion', 'pleural effusions']
-    >>> expand("{left ,right ,}{upper,lower} lobe")
-    ['left upper lobe', 'left lower lobe', 'right upper lobe', 'right lower lobe', 'upper lobe', 'lower lobe']
-    """
-    return list(dict.fromkeys(" ".join(phrase.split()) for phrase in _expand_raw(pattern)))
-
-
-def _expand_raw(pattern: str) -> list[str]:
-    start = pattern.find("{")
-    if start < 0:
-        return [pattern]
-    depth, end = 0, -1
-    parts, last = [], start + 1
-    for i in range(start, len(pattern)):
-        ch = pattern[i]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                end = i
-                parts.append(pattern[last:i])
-                break
-        elif ch == "," and depth == 1:
-            parts.append(pattern[last:i])
-            last = i + 1
-    if end < 0:
-        raise ValueError(f"unbalanced braces in phrase pattern {pattern!r}")
-    prefix, suffix = pattern[:start], pattern[end + 1:]
-    out: list[str] = []
-    for part in parts:
-        for tail in _expand_raw(part + suffix):
-            out.extend(_expand_raw(prefix + tail))
-    return out
 
 
 def _norm_phrase(phrase: str) -> str:
