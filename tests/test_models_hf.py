@@ -3,6 +3,7 @@ reasoning split, and the research-code adapters' install errors and authors' def
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -21,11 +22,16 @@ from shovir.models import libra as libra_module  # noqa: E402
 from shovir.models import radialog as radialog_module  # noqa: E402
 from shovir.models.chexagent import CheXagent2  # noqa: E402
 from shovir.models.cxrmate import CXRMate  # noqa: E402
-from shovir.models.hf import ImageTextToTextAdapter, MedGemma, NVReasonCXR, split_reasoning  # noqa: E402
+from shovir.models.decoding import Decoding, SeededRowSampler, row_seed, split_reasoning  # noqa: E402
+from shovir.models.hf import ImageTextToTextAdapter  # noqa: E402
 from shovir.models.libra import LibraV1, LlavaRad  # noqa: E402
+from shovir.models.loading import LoadOptions  # noqa: E402
 from shovir.models.maira import Maira2  # noqa: E402
+from shovir.models.medgemma import MedGemma  # noqa: E402
+from shovir.models.nv_reason import NVReasonCXR  # noqa: E402
 from shovir.models.radialog import RaDialog  # noqa: E402
 from shovir.models.testing import build_tiny_llava  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> str:
@@ -86,6 +92,169 @@ def test_sampling_needs_a_seed_and_is_reproducible(tiny):
     config = _adapter(tiny, do_sample=True, seed=11).config()["decoding"]
     assert config["do_sample"] is True and config["seed"] == 11
     assert _adapter(tiny, seed=11).config()["decoding"]["seed"] is None  # greedy ignores the seed
+
+
+# --------------------------------------------------------------------------- sampling, seeded per message
+
+
+def _six_messages() -> list[Message]:
+    prompts = ["The heart size is normal.", "Is there an effusion ?", "There is a small left pleural effusion .",
+               None, "yes no", "Radiology report : Is there an effusion ?"]
+    return [Message(images=[_gray(20 + i, (40 + 3 * i, 48))], prompt=p) for i, p in enumerate(prompts)]
+
+
+def _sampled(tiny: str, messages: list[Message], **options) -> list[str]:
+    adapter = _adapter(tiny, do_sample=True, seed=7, temperature=1.5, max_new_tokens=12, **options)
+    return [g.text for g in adapter.generate(messages)]
+
+
+def test_sampled_text_depends_only_on_the_seed_and_the_message(tiny):
+    messages = _six_messages()
+    alone = _sampled(tiny, messages, batch_size=1)
+    assert len(set(alone)) == len(alone)  # enough entropy that a mixed-up draw would show
+    assert _sampled(tiny, messages, batch_size=4) == alone
+    order = [3, 0, 5, 1, 4, 2]
+    assert _sampled(tiny, [messages[i] for i in order], batch_size=4) == [alone[i] for i in order]
+
+    reseeded = list(messages)
+    reseeded[2] = dataclasses.replace(messages[2], seed=123)
+    changed = _sampled(tiny, reseeded, batch_size=4)
+    assert changed[2] != alone[2]
+    assert changed[:2] + changed[3:] == alone[:2] + alone[3:]
+    assert _sampled(tiny, reseeded, batch_size=1) == changed
+
+    # The comparisons above can fail: drawing every row from one seeded global generator (what
+    # generate(do_sample=True) does, and what the former per-batch scheme did after seeding torch
+    # from a hash of the batch) gives a message other tokens when its batch changes.
+    adapter = _adapter(tiny, max_new_tokens=12).load()
+
+    def one_global_stream(batch: list[Message]) -> list[str]:
+        inputs = adapter._inputs(batch, 0)
+        with torch.random.fork_rng():
+            torch.manual_seed(7)
+            out = adapter.model.generate(**inputs, do_sample=True, temperature=1.5, max_new_tokens=12,
+                                         pad_token_id=adapter.processor.tokenizer.pad_token_id)
+        return adapter.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    assert [one_global_stream([m])[0] for m in messages[:4]] != one_global_stream(messages[:4])
+
+
+def test_message_seed_leaves_greedy_output_and_config_alone(tiny):
+    messages = _six_messages()
+    greedy = _adapter(tiny, batch_size=4)
+    plain = [g.text for g in greedy.generate(messages)]
+    seeded = [dataclasses.replace(m, seed=1000 + i) for i, m in enumerate(messages)]
+    assert [g.text for g in greedy.generate(seeded)] == plain
+    assert greedy.config()["decoding"]["seed"] is None and "sampling" not in greedy.config()["decoding"]
+    sampling = _adapter(tiny, do_sample=True, seed=7).config()["decoding"]
+    assert sampling["seed"] == 7 and sampling["sampling"] == "per-message Gumbel-max"
+    with pytest.raises(ValueError, match=r"messages\[1\]\.seed must be an integer or None"):
+        greedy.generate([messages[0], dataclasses.replace(messages[1], seed="3")])
+
+
+def test_row_seed_uses_the_message_seed_else_its_content():
+    image = _gray(1)
+    a, b = Message(images=[image], prompt="x"), Message(images=[image], prompt="y")
+    assert row_seed(7, a) == row_seed(7, Message(images=[image.copy()], prompt="x"))
+    assert len({row_seed(7, a), row_seed(7, b), row_seed(8, a)}) == 3
+    assert row_seed(7, dataclasses.replace(a, seed=5)) == row_seed(7, dataclasses.replace(b, seed=5))
+
+
+def test_sampler_draws_from_the_warped_distribution():
+    probabilities = torch.tensor([0.2, 0.3, 0.5])
+    sampler = SeededRowSampler([11])
+    scores = probabilities.log().unsqueeze(0)
+    draws = torch.tensor([int(sampler(None, scores).argmax()) for _ in range(4000)])
+    frequencies = torch.bincount(draws, minlength=3).float() / len(draws)
+    assert torch.allclose(frequencies, probabilities, atol=0.03)
+    assert isinstance(sampler, transformers.LogitsProcessor)
+    greedy_like = SeededRowSampler([1, 2], top_k=1)  # top-k = 1 leaves one token to draw
+    assert greedy_like(None, torch.tensor([[0.1, 2.0, 0.3], [5.0, 0.0, 0.0]])).argmax(-1).tolist() == [1, 0]
+    with pytest.raises(ValueError, match="one row per message"):
+        SeededRowSampler([1, 2])(None, torch.zeros(3, 4))
+
+
+def test_sampling_settings_refused_or_taken_from_the_checkpoint():
+    with pytest.raises(ValueError, match="num_beams=3: beam search cannot be combined"):
+        Decoding(max_new_tokens=5, do_sample=True, seed=1, num_beams=3)
+    decoding = Decoding(max_new_tokens=5, do_sample=True, seed=1, temperature=0.5)
+    checkpoint = transformers.GenerationConfig(top_k=64, top_p=0.95, temperature=0.1)
+    assert decoding.warping(checkpoint) == {"temperature": 0.5, "top_k": 64, "top_p": 0.95}
+    with pytest.raises(ValueError, match=r"generation_config\.min_p=0\.05 .*do_sample=False"):
+        decoding.warping(transformers.GenerationConfig(min_p=0.05))
+    with pytest.raises(ValueError, match="pass the batch's messages"):
+        decoding.generate_kwargs()
+    kwargs = decoding.generate_kwargs([Message(images=[_gray(1)])] * 2)
+    assert kwargs["do_sample"] is False and "temperature" not in kwargs
+    (sampler,) = kwargs["logits_processor"]
+    assert isinstance(sampler, SeededRowSampler) and len(sampler.seeds) == 2
+
+
+def test_chexagent_and_libra_pass_the_seeded_sampler_to_generate(monkeypatch):
+    calls = []
+
+    class FakeTokenizer:
+        pad_token_id, eos_token_id = 0, 1
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [3] * max(1, len(text.split()))}
+
+        def from_list_format(self, items):
+            return items[-1]["text"]
+
+        def apply_chat_template(self, conversation, add_generation_prompt, tokenize):
+            return [5, 6, 7]
+
+        def decode(self, ids, skip_special_tokens=False):
+            return " ".join(str(int(t)) for t in ids)
+
+        def batch_decode(self, rows, skip_special_tokens):
+            return [self.decode(row) for row in rows]
+
+    class FakeModel:
+        device, dtype = torch.device("cpu"), torch.float32
+        config = types.SimpleNamespace(mm_use_im_start_end=False)
+
+        def generate(self, input_ids, **kwargs):
+            calls.append(kwargs)
+            return torch.cat([input_ids, torch.full((input_ids.shape[0], 1), 9)], dim=1)
+
+    messages = [Message(images=[_gray(i)], prompt=f"Describe {i}.") for i in range(3)]
+    chexagent = CheXagent2(trust_remote_code=True, do_sample=True, seed=4, temperature=None, top_p=None, batch_size=2)
+    chexagent.tokenizer, chexagent.model, chexagent._loaded = FakeTokenizer(), FakeModel(), True
+    chexagent.generate(messages)
+
+    class Conversation:
+        roles, sep_style, sep, sep2 = ("USER", "ASSISTANT"), "single", "###", None
+
+        def copy(self):
+            self.turns = []
+            return self
+
+        def append_message(self, role, text):
+            self.turns.append(f"{role}: {text or ''}")
+
+        def get_prompt(self):
+            return " ".join(self.turns)
+
+    fake_libra = types.SimpleNamespace(
+        conv_templates={"libra_v1": Conversation(), "v1": Conversation()}, SeparatorStyle=types.SimpleNamespace(),
+        DEFAULT_IMAGE_TOKEN="<image>", IMAGE_TOKEN_INDEX=-200,
+        tokenizer_image_token=lambda prompt, tokenizer, index, return_tensors: torch.tensor([5, 6, 7]),
+        process_images=lambda images, processor, config: torch.zeros(len(images), 3, 4, 4),
+    )
+    monkeypatch.setattr(libra_module, "require", lambda module, install: fake_libra)
+    libra = LibraV1(do_sample=True, seed=4, batch_size=2)
+    libra.tokenizer, libra.model, libra.image_processor, libra._loaded = FakeTokenizer(), FakeModel(), None, True
+    libra.generate(messages)
+
+    assert len(calls) == 4  # two batches each
+    for kwargs, rows in zip(calls, [2, 1, 2, 1]):
+        (sampler,) = kwargs["logits_processor"]
+        assert isinstance(sampler, SeededRowSampler) and len(sampler.seeds) == rows
+        assert kwargs["do_sample"] is False and "temperature" not in kwargs
+    assert calls[2]["logits_processor"][0].seeds == [row_seed(4, m) for m in messages[:2]]
+    assert [w.temperature for w in calls[2]["logits_processor"][0].warpers[:1]] == [0.2]  # the authors' Libra value
 
 
 def test_option_scores_are_first_token_log_softmax(tiny):
@@ -171,6 +340,43 @@ def test_bad_messages_name_the_index(tiny):
         adapter.generate([Message(images=[np.zeros((4, 4))])])
     with pytest.raises(ValueError, match=r"messages\[0\]\.prompt is None"):
         ImageTextToTextAdapter(tiny, device="cpu").generate([Message(images=[_gray(1)])])
+
+
+def test_hf_keeps_its_former_names():
+    from shovir.models import decoding as decoding_module
+    from shovir.models import hf
+    from shovir.models import images as images_module
+    from shovir.models import loading as loading_module
+    from shovir.models import pretrained as pretrained_module
+
+    homes = {"MedGemma": MedGemma, "NVReasonCXR": NVReasonCXR, "ImageTextToTextAdapter": ImageTextToTextAdapter}
+    for module in (decoding_module, images_module, loading_module, pretrained_module):
+        homes.update({name: getattr(module, name) for name in module.__all__})
+    for name in hf.__all__:
+        assert getattr(hf, name) is homes[name], name
+    assert {"REPORT_TEMPLATE", "Decoding", "PretrainedAdapter", "compose_text", "to_8bit", "to_rgb", "truncate_at",
+            "resolve_checkpoint", "local_snapshot", "canonical_dtype", "torch_dtype", "left_pad",
+            "stop_on_strings", "split_reasoning"} <= set(hf.__all__)
+
+
+def test_load_options_validate_once_with_the_former_messages(tiny):
+    options = LoadOptions(tiny, dtype="fp16", attn_implementation="eager", revision="abc123")
+    assert (options.path, options.is_local, options.dtype) == (tiny, True, "float16")
+    assert options.model_kwargs() == {"local_files_only": True, "revision": "abc123", "dtype": torch.float16,
+                                      "attn_implementation": "eager"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.dtype = "float32"
+    for bad, message in (({"trust_remote_code": "yes"}, "trust_remote_code must be True or False"),
+                         ({"local_files_only": 1}, "local_files_only must be True or False"),
+                         ({"device": "cpu", "device_map": "auto"}, "pass either device or device_map, not both"),
+                         ({"attn_implementation": 3}, "attn_implementation must be a string or None")):
+        with pytest.raises(ValueError, match=message):
+            _adapter(tiny, **bad)
+    adapter = _adapter(tiny, dtype="bf16", revision="abc123")
+    assert isinstance(adapter.loading, LoadOptions) and adapter.loading.revision == "abc123"
+    assert (adapter.checkpoint, adapter.checkpoint_name, adapter.dtype) == (tiny, tiny, "bfloat16")
+    with pytest.raises(ValueError, match="NoDefault: pass checkpoint=<local folder or Hub id>"):
+        type("NoDefault", (MedGemma,), {"default_checkpoint": None}).load_options(None)
 
 
 def test_registry_builds_the_generic_adapter(tiny):
@@ -383,7 +589,7 @@ def test_cxrmate_refuses_to_broadcast_one_report(monkeypatch):
 
 
 def test_stop_strings_decoding_checks_and_left_padding(tiny):
-    from shovir.models.hf import Decoding, left_pad, stop_on_strings, truncate_at
+    from shovir.models.decoding import left_pad, stop_on_strings, truncate_at
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny)
     ids = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from PIL import Image
 
-__all__ = ["Message", "Generation", "ModelAdapter", "require"]
+__all__ = ["Generation", "Message", "ModelAdapter", "require"]
 
 
 @dataclass
@@ -29,12 +30,17 @@ class Message:
         report: a report given as context (the ModaLens "with report" arm), or ``None``.
         options: answer options for closed questions; adapters that can score them return
             per-option scores (ModaLens margins).
+        seed: the message's own sampling seed, set by the sweep runner from the run seed and the
+            generation key; ``None`` means it is derived from the message content (prompt,
+            report, options, image bytes). Together with the decoding seed it fixes the text
+            sampled for this message whatever batch it is in; greedy decoding ignores it.
     """
 
     images: list[Image.Image]
     prompt: str | None = None
     report: str | None = None
     options: list[str] | None = None
+    seed: int | None = None
 
 
 @dataclass

@@ -18,12 +18,12 @@ call (``tempfile.TemporaryDirectory``: removed on success and on error). Defect 
 is avoided twice over: the authors re-encoded every input as **JPEG** (PIL default quality 75, so
 the model saw compression artefacts on top of the interventions being tested) and never deleted
 the files; here images are written as **lossless PNG** (grayscale stays one channel; 16-bit input
-is normalised by :func:`shovir.models.hf.to_8bit`) and always removed. File names are
+is normalised by :func:`shovir.models.images.to_8bit`) and always removed. File names are
 ``<row>-<image>.png`` inside the directory; the path's characters fill the image slot, whose
 embeddings the vision features replace, so the random directory name does not change the output.
 
 A context report (``Message.report``) precedes the prompt in the text item through
-:data:`shovir.models.hf.REPORT_TEMPLATE`. Option scoring is not offered (``scores`` is ``None``).
+:data:`shovir.models.pretrained.REPORT_TEMPLATE`. Option scoring is not offered (``scores`` is ``None``).
 
 Example (nothing is loaded before the first ``generate``)::
 
@@ -41,11 +41,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from shovir.models.base import Generation, Message
-from shovir.models.hf import REPORT_TEMPLATE, Decoding, PretrainedAdapter, compose_text, left_pad, to_8bit, torch_dtype
+from shovir.models.decoding import Decoding, left_pad
+from shovir.models.images import to_8bit
+from shovir.models.pretrained import REPORT_TEMPLATE, PretrainedAdapter, compose_text
 
 __all__ = ["CheXagent2"]
 
@@ -61,7 +64,8 @@ class CheXagent2(PretrainedAdapter):
         device: default CUDA when available.
         max_new_tokens: default 512 (§5.3).
         use_cache: default ``True`` (§5.3).
-        do_sample, temperature, top_p, seed: greedy by default (§5.3); sampling needs a seed.
+        do_sample, temperature, top_p, seed: greedy by default (§5.3); sampling needs a seed and is
+            seeded per message (:mod:`shovir.models.decoding`).
         trust_remote_code: must be ``True``: the model and tokenizer code ship with the checkpoint.
         revision, local_files_only: Hub revision; no download unless ``local_files_only=False``.
         batch_size: default 24 (§5.1).
@@ -97,10 +101,12 @@ class CheXagent2(PretrainedAdapter):
             max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature, top_p=top_p,
             num_beams=1, use_cache=use_cache, seed=seed,
         )
+        loading = self.load_options(
+            checkpoint, revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+            local_files_only=local_files_only,
+        )
         super().__init__(
-            checkpoint, decoding=decoding, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
-            revision=revision, local_files_only=local_files_only, batch_size=batch_size, prompt=prompt,
-            report_template=report_template,
+            loading, decoding=decoding, batch_size=batch_size, prompt=prompt, report_template=report_template
         )
         if not isinstance(system_message, str):
             raise ValueError(f"system_message must be a string, got {type(system_message).__name__}")
@@ -123,8 +129,7 @@ class CheXagent2(PretrainedAdapter):
                 "CheXagent-2 tokenizer code shipped with the checkpoint"
             )
         model = self._run_loader(
-            transformers.AutoModelForCausalLM.from_pretrained, self.checkpoint,
-            dtype=torch_dtype(self.dtype), **hub,
+            transformers.AutoModelForCausalLM.from_pretrained, self.checkpoint, **self.loading.model_kwargs()
         )
         self.model = model.to(self._device()).eval()
 
@@ -161,7 +166,7 @@ class CheXagent2(PretrainedAdapter):
             pad_id = self._pad_id()
             input_ids, attention_mask = left_pad(rows, pad_id)
             device = self.model.device
-            kwargs = self.decoding.generate_kwargs()
+            kwargs = self._generate_kwargs(batch)
             with torch.inference_mode():
                 sequences = self.model.generate(
                     input_ids.to(device), attention_mask=attention_mask.to(device), pad_token_id=pad_id, **kwargs

@@ -44,7 +44,10 @@ import os
 from typing import Any
 
 from shovir.models.base import Generation, Message, require
-from shovir.models.hf import Decoding, PretrainedAdapter, to_8bit, torch_dtype
+from shovir.models.decoding import Decoding
+from shovir.models.images import to_8bit
+from shovir.models.loading import torch_dtype
+from shovir.models.pretrained import PretrainedAdapter
 
 __all__ = ["CXRMate", "format_sections"]
 
@@ -97,11 +100,11 @@ class CXRMate(PretrainedAdapter):
         batch_size: int | None = None,
     ) -> None:
         decoding = Decoding(max_length=max_length, num_beams=num_beams, do_sample=False)
-        super().__init__(
-            checkpoint, decoding=decoding, dtype="float32" if dtype is None else dtype, device=device,
-            trust_remote_code=trust_remote_code, revision=revision, local_files_only=local_files_only,
-            batch_size=batch_size,
+        loading = self.load_options(
+            checkpoint, revision=revision, dtype="float32" if dtype is None else dtype, device=device,
+            trust_remote_code=trust_remote_code, local_files_only=local_files_only,
         )
+        super().__init__(loading, decoding=decoding, batch_size=batch_size)
         self._v2 = require("torchvision.transforms.v2", TORCHVISION_HINT)
         self._require_remote_code()
         self.tokenizer: Any = None
@@ -121,9 +124,7 @@ class CXRMate(PretrainedAdapter):
 
         hub = self._hub_kwargs()
         self.tokenizer = self._run_loader(transformers.AutoTokenizer.from_pretrained, self.checkpoint, **hub)
-        model = self._run_loader(
-            transformers.AutoModel.from_pretrained, self.checkpoint, dtype=torch_dtype(self.dtype), **hub
-        )
+        model = self._run_loader(transformers.AutoModel.from_pretrained, self.checkpoint, **self.loading.model_kwargs())
         self.model = model.to(self._device()).eval()
         encoder = getattr(getattr(self.model, "config", None), "encoder", None)
         for field in ("image_size", "image_mean", "image_std"):
@@ -166,7 +167,7 @@ class CXRMate(PretrainedAdapter):
         pixels = pixels.to(device=self.model.device, dtype=torch_dtype(self.dtype))
         with torch.inference_mode():
             output_ids = self.model.generate(
-                pixel_values=pixels, bad_words_ids=self._bad_words, **self.decoding.generate_kwargs()
+                pixel_values=pixels, bad_words_ids=self._bad_words, **self._generate_kwargs(batch)
             )
         findings, impression = self.model.split_and_decode_sections(output_ids, self.tokenizer)
         if len(findings) != len(batch) or len(impression) != len(batch):

@@ -21,11 +21,12 @@ Defects avoided (reference §9)
 * **Defect 7: Libra sampled without a seed.** The stored code called ``generate(do_sample=True)``
   with torch's unseeded global generator, so Libra's reports could not be reproduced. Here Libra v1
   decodes **greedily by default**. The authors' sampling is available as ``do_sample=True`` and
-  then needs an explicit ``seed`` (each batch is seeded from it, see :mod:`shovir.models.hf`);
+  then needs an explicit ``seed``; each message is sampled from its own stream, seeded from it
+  and the message, whatever batch it is in (see :mod:`shovir.models.decoding`), and
   ``temperature`` then defaults to 0.2, the value the authors' methodology notes state and the
   default of Libra's ``libra_eval``.
 * **Per-row stopping.** LLaVA's ``KeywordsStoppingCriteria`` inspects one sequence; here each row
-  stops on its own at the separator (:func:`shovir.models.hf.stop_on_strings`) and the text is cut
+  stops on its own at the separator (:func:`shovir.models.decoding.stop_on_strings`) and the text is cut
   there.
 * **Offline.** Libra's builder has no ``local_files_only`` switch, so it is handed a local folder:
   the checkpoint folder, or its snapshot in the local Hugging Face cache. The vision tower the
@@ -52,17 +53,9 @@ import os
 from typing import Any
 
 from shovir.models.base import Generation, Message, require
-from shovir.models.hf import (
-    REPORT_TEMPLATE,
-    Decoding,
-    PretrainedAdapter,
-    compose_text,
-    left_pad,
-    local_snapshot,
-    stop_on_strings,
-    to_rgb,
-    truncate_at,
-)
+from shovir.models.decoding import Decoding, left_pad, stop_on_strings, truncate_at
+from shovir.models.images import to_rgb
+from shovir.models.pretrained import REPORT_TEMPLATE, PretrainedAdapter, compose_text
 
 __all__ = ["LIBRA_INSTALL", "LibraV1", "LlavaRad"]
 
@@ -111,9 +104,11 @@ class _LibraBuilderAdapter(PretrainedAdapter):
             max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature, top_p=top_p,
             num_beams=num_beams, use_cache=use_cache, seed=seed,
         )
+        loading = self.load_options(
+            checkpoint, revision=revision, dtype="float16", device=device, local_files_only=local_files_only
+        )
         super().__init__(
-            checkpoint, decoding=decoding, dtype="float16", device=device, revision=revision,
-            local_files_only=local_files_only, batch_size=batch_size, prompt=prompt, report_template=report_template,
+            loading, decoding=decoding, batch_size=batch_size, prompt=prompt, report_template=report_template
         )
         if no_repeat_ngram_size is not None and (not isinstance(no_repeat_ngram_size, int) or no_repeat_ngram_size < 1):
             raise ValueError(f"no_repeat_ngram_size must be a positive integer or None, got {no_repeat_ngram_size!r}")
@@ -142,7 +137,7 @@ class _LibraBuilderAdapter(PretrainedAdapter):
         }
 
     def _load(self) -> None:
-        folder = local_snapshot(self.checkpoint, revision=self.revision, local_files_only=self.local_files_only)
+        folder = self.loading.snapshot()
         device = self._device()
         builder = self._libra["model.builder"]
         self.tokenizer, self.model, self.image_processor, _ = builder.load_pretrained_model(
@@ -192,7 +187,7 @@ class _LibraBuilderAdapter(PretrainedAdapter):
         input_ids, attention_mask = left_pad(rows, pad_id)
         device = self.model.device
         images = torch.stack([self._pixels(current), self._pixels(prior)]).to(device=device, dtype=self.model.dtype)
-        kwargs = self.decoding.generate_kwargs()
+        kwargs = self._generate_kwargs(batch)
         if self.no_repeat_ngram_size is not None:
             kwargs["no_repeat_ngram_size"] = self.no_repeat_ngram_size
         stopping = stop_on_strings(self.tokenizer, sorted(set(stops)), input_ids.shape[1])

@@ -40,11 +40,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
+import numpy as np  # noqa: F401 (the doctest of _nonconstant uses it)
 from PIL import Image
 
 from shovir.models.base import Generation, Message
-from shovir.models.hf import Decoding, PretrainedAdapter, to_8bit, torch_dtype
+from shovir.models.decoding import Decoding
+from shovir.models.images import to_8bit
+from shovir.models.pretrained import PretrainedAdapter
 
 __all__ = ["Maira2"]
 
@@ -89,16 +91,16 @@ class Maira2(PretrainedAdapter):
         batch_size: int | None = None,
     ) -> None:
         decoding = Decoding(max_new_tokens=max_new_tokens, do_sample=False, use_cache=use_cache)
-        super().__init__(
-            checkpoint, decoding=decoding, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
-            revision=revision, local_files_only=local_files_only, batch_size=batch_size, prompt=prompt,
+        loading = self.load_options(
+            checkpoint, revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+            local_files_only=local_files_only, attn_implementation=attn_implementation,
         )
+        super().__init__(loading, decoding=decoding, batch_size=batch_size, prompt=prompt)
         for field, value in (("technique", technique), ("comparison", comparison)):
             if not isinstance(value, str):
                 raise ValueError(f"{field} must be a string, got {type(value).__name__}")
         self.technique = technique
         self.comparison = comparison
-        self.attn_implementation = attn_implementation
         self._require_remote_code()
         self.processor: Any = None
         self.model: Any = None
@@ -108,7 +110,7 @@ class Maira2(PretrainedAdapter):
             "technique": self.technique,
             "comparison": self.comparison,
             "get_grounding": False,
-            "attn_implementation": self.attn_implementation,
+            "attn_implementation": self.loading.attn_implementation,
         }
 
     def _load(self) -> None:
@@ -119,10 +121,9 @@ class Maira2(PretrainedAdapter):
         if not hasattr(self.processor, "format_reporting_input"):
             raise ValueError(f"{self.checkpoint_name!r}: the processor has no format_reporting_input(); not MAIRA-2 code")
         self.processor.tokenizer.padding_side = "left"
-        kwargs = dict(hub, dtype=torch_dtype(self.dtype))
-        if self.attn_implementation is not None:
-            kwargs["attn_implementation"] = self.attn_implementation
-        model = self._run_loader(transformers.AutoModelForCausalLM.from_pretrained, self.checkpoint, **kwargs)
+        model = self._run_loader(
+            transformers.AutoModelForCausalLM.from_pretrained, self.checkpoint, **self.loading.model_kwargs()
+        )
         self.model = model.to(self._device()).eval()
 
     def _validate(self, messages: Any) -> list[Message]:
@@ -152,7 +153,7 @@ class Maira2(PretrainedAdapter):
         tokenizer = self.processor.tokenizer
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         with torch.inference_mode():
-            sequences = self.model.generate(**inputs, pad_token_id=pad_id, **self.decoding.generate_kwargs())
+            sequences = self.model.generate(**inputs, pad_token_id=pad_id, **self._generate_kwargs(batch))
         new_tokens = sequences[:, inputs["input_ids"].shape[1]:]
         outputs = []
         for text in self.processor.batch_decode(new_tokens, skip_special_tokens=True):

@@ -45,11 +45,11 @@ What differs from the authors' code on purpose
 * RaDialog's builder fetches the base model, the BioViL-T weights and, when absent from the
   checkpoint folder, ``non_lora_trainables.bin`` through the Hub; offline, they must already be in
   the local cache (set ``HF_HUB_OFFLINE=1`` to make sure nothing is fetched).
-* Each row of a batch stops on its own (:func:`shovir.models.hf.stop_on_strings`); the authors
+* Each row of a batch stops on its own (:func:`shovir.models.decoding.stop_on_strings`); the authors
   used one ``KeywordsStoppingCriteria`` for the whole batch.
 * A message's ``prompt``, when given, replaces the report instruction after the ``Predicted
   Findings`` sentence (RaDialog's instruct tasks share that prefix); a context ``report`` precedes
-  it through :data:`shovir.models.hf.REPORT_TEMPLATE`.
+  it through :data:`shovir.models.pretrained.REPORT_TEMPLATE`.
 
 Example (the prompt built around the classifier's findings)::
 
@@ -64,26 +64,20 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from shovir.models.base import Generation, Message, require
-from shovir.models.hf import (
-    REPORT_TEMPLATE,
-    Decoding,
-    PretrainedAdapter,
-    compose_text,
-    left_pad,
-    local_snapshot,
-    stop_on_strings,
-    to_8bit,
-    truncate_at,
-)
+from shovir.models.decoding import Decoding, left_pad, stop_on_strings, truncate_at
+from shovir.models.images import to_8bit
+from shovir.models.loading import local_snapshot
+from shovir.models.pretrained import REPORT_TEMPLATE, PretrainedAdapter, compose_text
 
-__all__ = ["CHEXPERT_CLASSES", "REPORT_INSTRUCTION", "RADIALOG_INSTALL", "RaDialog", "findings_text"]
+__all__ = ["CHEXPERT_CLASSES", "RADIALOG_INSTALL", "REPORT_INSTRUCTION", "RaDialog", "findings_text"]
 
 CHEXPERT_CLASSES = (
     "No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema",
@@ -169,9 +163,11 @@ class RaDialog(PretrainedAdapter):
         batch_size: int | None = None,
     ) -> None:
         decoding = Decoding(max_new_tokens=max_new_tokens, do_sample=False, use_cache=use_cache)
+        loading = self.load_options(
+            checkpoint, revision=revision, dtype="bfloat16", device=device, local_files_only=local_files_only
+        )
         super().__init__(
-            checkpoint, decoding=decoding, dtype="bfloat16", device=device, revision=revision,
-            local_files_only=local_files_only, batch_size=batch_size, prompt=prompt, report_template=report_template,
+            loading, decoding=decoding, batch_size=batch_size, prompt=prompt, report_template=report_template
         )
         if not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
             raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
@@ -249,7 +245,7 @@ class RaDialog(PretrainedAdapter):
                 f"classifier_checkpoint: {self.classifier_checkpoint} not found; pass classifier_checkpoint=<path to "
                 f"ChexpertClassifier.ckpt> ({CLASSIFIER_RELATIVE} in RaDialog's repository)"
             )
-        folder = local_snapshot(self.checkpoint, revision=self.revision, local_files_only=self.local_files_only)
+        folder = self.loading.snapshot()
         device = self._device()
         self.tokenizer, self.model, _, _ = self._code["builder"].load_pretrained_model(
             Path(folder), model_base=self.model_base, model_name=self.model_name, load_8bit=False, load_4bit=False,
@@ -321,7 +317,7 @@ class RaDialog(PretrainedAdapter):
         with torch.inference_mode():
             sequences = self.model.generate(
                 input_ids.to(device), images=pixels, attention_mask=attention_mask.to(device), pad_token_id=pad_id,
-                stopping_criteria=[stopping], **self.decoding.generate_kwargs(),
+                stopping_criteria=[stopping], **self._generate_kwargs(batch),
             )
         texts = self.tokenizer.batch_decode(sequences[:, input_ids.shape[1]:], skip_special_tokens=True)
         return [Generation(text=truncate_at(text, [stop])) for text, stop in zip(texts, stops)]

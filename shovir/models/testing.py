@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CORPUS", "CHAT_TEMPLATE", "build_tiny_llava"]
+__all__ = ["CHAT_TEMPLATE", "CORPUS", "build_tiny_llava"]
 
 CORPUS = [
     "No acute cardiopulmonary process.",
@@ -30,8 +30,15 @@ def build_tiny_llava(folder: Path) -> None:
     """A 48k-parameter random LLaVA with a word-level tokenizer (hf_stack_offline.md §7)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
 
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
