@@ -239,10 +239,15 @@ def test_verifier_cache_identity(tmp_path):
     assert len(VERIFIER_CALLS) == 1  # second build read the cache
     assert report.notes["verification"]["confirmed"] == {"Cardiomegaly": 1}
     assert first.config_id == again.config_id != plain.config_id
-    # Import strings work too (the form used on the command line); the string is the name.
-    spec = f"{__name__}:keyword_verifier"
-    _, _, by_string = build(tmp_path, data_dir, verifier=spec)
-    assert by_string.config.verifier_name == spec
+    # A string (the form a config or the command line uses) is a registered verifier name, never an
+    # import path: a config cannot make the builder call an arbitrary function.
+    from shovir.data.padchest_gr import VERIFIERS
+
+    VERIFIERS.register("test-keywords", keyword_verifier, source="test")
+    _, _, by_string = build(tmp_path, data_dir, verifier="test-keywords")
+    assert by_string.config.verifier_name == "test-keywords"
+    with pytest.raises(ValueError, match="is not registered"):
+        build(tmp_path, data_dir, verifier=f"{__name__}:keyword_verifier")
 
 
 def test_verifier_without_stable_name(tmp_path):
@@ -497,11 +502,14 @@ def test_bad_options():
 
 
 def test_export_embeds_16_bit_png_bytes(tmp_path):
+    from shovir.data.padchest_gr import VERIFIERS
+
+    VERIFIERS.register("test-keywords", keyword_verifier, source="test")
     data_dir = write_fixture(tmp_path, [MAIN, GOOD])
     out = tmp_path / "out"
     assert main("padchest_gr", [
         "--data-dir", str(data_dir), "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--rows", "pairs",
-        "--set", "min_images_per_class=0", "--set", f"verifier={__name__}:keyword_verifier",
+        "--set", "min_images_per_class=0", "--set", "verifier=test-keywords",
     ]) == 0
     table = pq.read_table(out / "padchest_gr.parquet")
     # MAIN keeps only Cardiomegaly after verification; GOOD has Cardiomegaly.
@@ -511,4 +519,4 @@ def test_export_embeds_16_bit_png_bytes(tmp_path):
         with Image.open(io.BytesIO(image["bytes"])) as decoded:
             assert decoded.mode == "I;16"
     report = json.loads((out / "padchest_gr.build_report.json").read_text())
-    assert report["notes"]["verifier"] == f"{__name__}:keyword_verifier"
+    assert report["notes"]["verifier"] == "test-keywords"

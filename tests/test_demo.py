@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from shovir.runner.demo import calibration_checks, run_demo
+from shovir.calibration.checks import calibration_checks
+from shovir.calibration.demo import run_demo
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def test_demo_calibration_verdict_holds(demo):
 def test_demo_writes_results_report_and_figures(demo):
     out, report, _ = demo
     results = json.loads((out / "results.json").read_text())
-    assert results["schema_version"] == "1.0" and set(results["models"]) == {"reference-grounded", "reference-prior", "reference-context"}
+    assert results["schema_version"] == "2.0" and set(results["models"]) == {"reference-grounded", "reference-prior", "reference-context"}
     assert results["run"]["config"]["dataset"]["n_images"] == 200
     assert results["run"]["plan"]["saved_calls"] > 0
     for name in ("table1.md", "table1.tex", "table1.csv", "fig2_mu_f1_vs_p.png", "fig3a_flip_rate_and_delta.png", "fig3b_per_disease_f1.png"):

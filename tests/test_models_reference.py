@@ -18,7 +18,7 @@ from shovir.data import build, phantom
 from shovir.labelers import get_labeler
 from shovir.metrics.clinical import chexbert_f1, delta_fn, flip_rate
 from shovir.models import Message, get_model
-from shovir.models.reference import (
+from shovir.calibration.reference import (
     ContextReference,
     GroundedReference,
     PatchDetector,
@@ -188,7 +188,7 @@ def test_grounded_recall_on_clean_phantoms(calibration):
 
 def test_context_derives_edema_from_cardiomegaly_and_effusion():
     model = ContextReference()
-    from shovir.models.reference import Detection
+    from shovir.calibration.reference import Detection
 
     def detections(**codes):
         return {name: Detection(name, 0.0, codes.get(name.replace(" ", "_"), L.BLANK), 20, 20)
@@ -240,7 +240,7 @@ def test_to_pixels_conversions():
 
 
 def test_missing_resources_say_how_to_make_them(tmp_path):
-    with pytest.raises(FileNotFoundError, match="fit_reference_models"):
+    with pytest.raises(FileNotFoundError, match="shovir.calibration.fit"):
         PatchDetector(tmp_path / "none.npz", tmp_path / "none.json")
 
 

@@ -7,6 +7,7 @@ import types
 import pytest
 
 import shovir.models as registry
+import shovir.registry as registry_module
 from shovir.models import Generation, ModelAdapter, available_models, get_model
 
 
@@ -28,20 +29,21 @@ class NotAnAdapter:
 def _entry_points(**targets):
     def entry_points(group: str):
         assert group == "shovir.models"
-        return [types.SimpleNamespace(name=name, load=lambda target=target: target) for name, target in targets.items()]
+        return [types.SimpleNamespace(name=name, value=f"acme:{name}", load=lambda target=target: target)
+                for name, target in targets.items()]
 
     return entry_points
 
 
 def test_entry_point_adapters_are_listed_and_built(monkeypatch):
-    monkeypatch.setattr(registry, "entry_points", _entry_points(**{"acme-echo": Echo}))
+    monkeypatch.setattr(registry_module, "entry_points", _entry_points(**{"acme-echo": Echo}))
     assert "acme-echo" in available_models() and "reference-grounded" in available_models()
     model = get_model("acme-echo", suffix="!")
     assert model.generate([registry.Message(images=[], prompt="hi")])[0].text == "hi!"
 
 
 def test_unknown_names_and_foreign_classes_are_refused(monkeypatch):
-    monkeypatch.setattr(registry, "entry_points", _entry_points(bogus=NotAnAdapter))
+    monkeypatch.setattr(registry_module, "entry_points", _entry_points(bogus=NotAnAdapter))
     with pytest.raises(ValueError, match="unknown model 'nope'.*reference-grounded"):
         get_model("nope")
     with pytest.raises(TypeError, match="not a shovir ModelAdapter"):

@@ -1,4 +1,7 @@
-"""The sweep runner: plan de-duplication, sharding under accelerate, resume after SIGKILL, scoring."""
+"""The sweep runner: plan de-duplication, sharding under accelerate, resume after SIGKILL, scoring.
+
+The redesign's own guarantees (aliases, per-generation cache, lock, complete-or-refuse scoring, the
+CLI) are tested in tests/test_runs.py."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 from shovir.runner.config import ConditionSpec, SweepConfig
 from shovir.runner.plan import build_plan
-from shovir.runner.store import RecordWriter, read_records
+from shovir.runner.store import RecordWriter, read_lines
 
 TOY_MODEL = '''
 import os, time
@@ -26,11 +28,12 @@ class Toy(ModelAdapter):
     """Reports cardiomegaly when the centre of the image is bright: depends on the pixels only."""
     name = "toy"
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, checkpoint: str = ""):
         self.delay = float(delay)
+        self.checkpoint = checkpoint
 
     def config(self):
-        return {"name": self.name}
+        return {"name": self.name, "checkpoint": self.checkpoint}
 
     def generate(self, messages):
         time.sleep(self.delay)
@@ -40,7 +43,7 @@ class Toy(ModelAdapter):
             h, w = plane.shape
             centre = plane[h // 3: 2 * h // 3, w // 3: 2 * w // 3].mean()
             text = "The heart is enlarged." if centre > 150 else "No acute cardiopulmonary process."
-            out.append(Generation(f"{text} ({centre:.1f})"))
+            out.append(Generation(f"{text} ({centre:.1f}){self.checkpoint}"))
         return out
 
 register_model("toy", "toy_model:Toy")
@@ -78,7 +81,9 @@ def _env(scripts: Path) -> dict[str, str]:
 def _predictions(run: Path) -> dict[str, list[dict]]:
     out = {}
     for path in sorted((run / "predictions").rglob("*.jsonl")):
-        out[str(path.relative_to(run))] = [json.loads(line) for line in path.read_text().splitlines()]
+        # the sweep's config hash differs when only a model option that does not change outputs does
+        out[str(path.relative_to(run))] = [{k: v for k, v in json.loads(line).items() if k != "config_hash"}
+                                           for line in path.read_text().splitlines()]
     return out
 
 
@@ -110,25 +115,26 @@ def test_plan_removes_duplicate_calls():
 
 
 def test_config_presets_and_errors():
-    config = SweepConfig.from_dict({"dataset": "synthetic", "models": ["toy"], "conditions": "shovir"})
+    config = SweepConfig.from_dict({"dataset": "synthetic", "models": ["reference-prior"], "conditions": "shovir"})
     labels = [c.label for c in config.conditions]
     assert labels[:3] == ["baseline", "full_noise", "ro_p00"] and "doco_p100" in labels and len(labels) == 20
     with pytest.raises(ValueError, match="unknown condition"):
-        SweepConfig.from_dict({"dataset": "synthetic", "models": ["toy"], "conditions": ["occlude"]})
+        SweepConfig.from_dict({"dataset": "synthetic", "models": ["reference-prior"], "conditions": ["occlude"]})
     with pytest.raises(ValueError, match="listed more than once"):
-        SweepConfig.from_dict({"dataset": "synthetic", "models": ["toy"], "conditions": ["baseline", "baseline"]})
+        SweepConfig.from_dict({"dataset": "synthetic", "models": ["reference-prior"], "conditions": ["baseline", "baseline"]})
 
 
 def test_store_tolerates_a_truncated_last_line(tmp_path):
     path = tmp_path / "rank-0.jsonl"
     with RecordWriter(path) as writer:
-        writer.write([{"sample_id": "a", "condition": "baseline", "text": "x"}])
+        writer.write([json.dumps({"sample_id": "a", "condition": "baseline", "text": "x"})])
     with open(path, "a") as handle:
         handle.write('{"sample_id": "b", "cond')  # a writer killed mid-line
-    assert [r["sample_id"] for r in read_records([path])] == ["a"]
+    assert [json.loads(line)["sample_id"] for _, line in read_lines([path])] == ["a"]
     with RecordWriter(path) as writer:  # reopening cuts the partial line before appending
-        writer.write([{"sample_id": "b", "condition": "baseline", "text": "y"}])
-    assert [r["sample_id"] for r in read_records([path])] == ["a", "b"]
+        writer.write([json.dumps({"sample_id": "b", "condition": "baseline", "text": "y"})])
+    assert [json.loads(line)["sample_id"] for _, line in read_lines([path])] == ["a", "b"]
+    assert [where.rsplit(":", 1)[1] for where, _ in read_lines([path])] == ["1", "2"]
 
 
 def test_single_process_run_writes_one_file_per_condition(single_run):
@@ -147,7 +153,7 @@ def test_two_processes_give_the_same_records(scripts, single_run, tmp_path):
     result = _run(scripts, tmp_path / "run", tmp_path / "cache", processes=2)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _predictions(tmp_path / "run") == _predictions(single_run)
-    ranks = sorted(p.name for p in (tmp_path / "run" / "records").rglob("rank-*.jsonl"))
+    ranks = sorted(p.name for p in (tmp_path / "run" / "generations").rglob("rank-*.jsonl"))
     assert ranks == ["rank-0.jsonl", "rank-1.jsonl"]
 
 
@@ -165,7 +171,7 @@ def test_sigkill_and_restart_give_the_same_records(scripts, single_run, tmp_path
     deadline = time.time() + 120
     written = 0
     while time.time() < deadline and process.poll() is None:
-        files = list((out / "records").rglob("rank-*.jsonl")) if (out / "records").exists() else []
+        files = list((out / "generations").rglob("rank-*.jsonl")) if (out / "generations").exists() else []
         written = sum(len(f.read_text().splitlines()) for f in files)
         if written >= 20:
             break
@@ -177,7 +183,7 @@ def test_sigkill_and_restart_give_the_same_records(scripts, single_run, tmp_path
     result = _run(scripts, out, cache, delay=0.15)  # the same sweep (the delay is part of its config)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _predictions(out) == _predictions(single_run)
-    keys = [f"{r['sample_id']}|{r['condition']}" for r in read_records(sorted((out / "records").rglob("rank-*.jsonl")))]
+    keys = [json.loads(line)["key"] for _, line in read_lines(sorted((out / "generations").rglob("rank-*.jsonl")))]
     assert len(keys) == len(set(keys))
 
 
@@ -185,13 +191,15 @@ def test_score_and_report(single_run, tmp_path):
     from shovir.labelers import get_labeler
     from shovir.metrics import flip_rate
     from shovir.report import write_report
-    from shovir.runner.score import score_run
+    from shovir.results import Results
+    from shovir.scoring import score_run
 
     results = score_run(single_run, n_resamples=50)
-    assert results["schema_version"] == "1.0" and results["scoring"]["protocol"] == "report_generation"
-    toy = results["models"]["toy"]
-    assert set(toy["disease_level"]["mu_f1"]) == {"ro", "oco", "doco"}
-    assert set(toy["disease_level"]["mu_f1"]["oco"]) == {"p00", "p60", "p100"}
+    assert results["schema_version"] == "2.0" and results["scoring"]["protocols"] == ["shovir"] and results["complete"]
+    view = Results(results)
+    assert {p for p, _ in view.curve("toy", "shovir", "mu_f1", "oco", "mu_f1")} == {0.0, 0.6, 1.0}
+    assert {p for p, _ in view.curve("toy", "shovir", "mu_f1", "ro", "mu_f1")} == {0.0, 1.0}
+    assert [p for p, _ in view.curve("toy", "shovir", "mu_f1", "doco", "mu_f1")] == [1.0]
     # the flip rate in results.json equals the metric recomputed from the prediction files
     samples = {json.loads(l)["sample_id"]: json.loads(l) for l in (single_run / "samples.jsonl").read_text().splitlines()}
     ro = {json.loads(l)["sample_id"]: json.loads(l)["text"] for l in (single_run / "predictions/toy/synthetic/ro_p100.jsonl").read_text().splitlines()}
@@ -200,7 +208,10 @@ def test_score_and_report(single_run, tmp_path):
     labeler = get_labeler("rule")
     expected = flip_rate([samples[i]["labels"] for i in ids], labeler([ro[i] for i in ids]), labeler([oco[i] for i in ids]),
                          [samples[i]["target_class"] for i in ids])
-    assert toy["disease_level"]["flip_rate"]["oco"]["p100"]["value"] == expected["flip_rate"]
+    assert view.value("toy", "shovir", "flip_rate", "oco", 1.0, "flip_rate") == expected["flip_rate"]
+    # the labeler's codes are saved beside the predictions, so every score traces to its samples
+    saved = {json.loads(l)["sample_id"]: json.loads(l)["codes"] for l in (single_run / "labels/toy/oco_p100.jsonl").read_text().splitlines()}
+    assert [saved[i] for i in ids] == labeler([oco[i] for i in ids]).tolist()
     report = write_report(results, tmp_path)
     for name in ("results.json", "table1.md", "table1.tex", "table1.csv", "fig2_mu_f1_vs_p.png", "fig3a_flip_rate_and_delta.png",
                  "fig3b_per_disease_f1.png"):

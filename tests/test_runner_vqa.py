@@ -14,7 +14,8 @@ from shovir.metrics import swap_sensitivity, visual_reliance
 from shovir.models import Generation, ModelAdapter, register_model
 from shovir.runner.config import SweepConfig
 from shovir.runner.run import run_sweep
-from shovir.runner.score import score_run
+from shovir.results import Results
+from shovir.scoring import score_run
 
 
 class ToyVQA(ModelAdapter):
@@ -66,8 +67,8 @@ def test_vqa_protocols_run_and_score(tmp_path):
         "seed": 1, "batch_size": 8})
     run = run_sweep(config, tmp_path / "run", cache_dir=str(tmp_path / "cache"), progress=False)
     results = score_run(run, n_resamples=100)
-    assert results["scoring"]["protocol"] == "vqa"
-    toy = results["models"]["toy-vqa"]
+    assert results["scoring"]["task"] == "vqa" and results["scoring"]["protocols"] == ["beyond_accuracy", "modalens"]
+    view = Results(results)
 
     samples = {json.loads(l)["sample_id"]: json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()}
     predictions = {}
@@ -83,9 +84,10 @@ def test_vqa_protocols_run_and_score(tmp_path):
     expected = visual_reliance([predictions["baseline"][i]["text"] for i in ids], [predictions["shuffle"][i]["text"] for i in ids],
                                [samples[i]["answer"] for i in ids], predictions_blank=[predictions["blank"][i]["text"] for i in ids],
                                options=[samples[i]["options"] for i in ids], n_resamples=100)
-    assert toy["visual_reliance"]["vrs"] == expected["vrs"]
-    assert toy["visual_reliance"]["blank_drop"] == expected["blank_drop"]
-    swap = toy["swap_sensitivity"]
+    reliance = view.result("toy-vqa", "beyond_accuracy", "visual_reliance", "baseline")
+    assert reliance["vrs"] == expected["vrs"]
+    assert reliance["blank_drop"] == expected["blank_drop"]
+    swap = view.result("toy-vqa", "modalens", "swap_sensitivity", "swap")
     # without the report the toy reads the image, so the discordant swap flips answers;
     # with the report it ignores the image, so nothing flips
     assert swap["flip_rate_with_report"] == 0.0

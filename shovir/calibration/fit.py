@@ -1,11 +1,11 @@
 """Fit the patch detector of the reference models and print their known-answer calibration.
 
-    python benchmarks/fit_reference_models.py              # fit, write the resources, evaluate
-    python benchmarks/fit_reference_models.py --evaluate   # evaluate the shipped resources only
+    python -m shovir.calibration.fit              # fit, write the resources, evaluate
+    python -m shovir.calibration.fit --evaluate   # evaluate the shipped resources only
 
 Fitting needs PyTorch (``pip install torch``; about 15 minutes on 2 CPU cores) and writes
-``shovir/models/resources/reference_detector.{npz,json}``, the only fitted numbers of
-:mod:`shovir.models.reference`. It never sees the evaluation seed (0, the demo's data):
+``shovir/calibration/resources/reference_detector.{npz,json}``, the only fitted numbers of
+:mod:`shovir.calibration.reference`. It never sees the evaluation seed (0, the demo's data):
 
 1. **Render** ``--train-images`` phantoms of seed 1000 (training) and ``--threshold-images`` of
    seed 1001 (thresholds), each with its *evidence*: for every class, the mean |Δ| per 4×4-pixel
@@ -17,7 +17,7 @@ Fitting needs PyTorch (``pip install torch``; about 15 minutes on 2 CPU cores) a
    boxes anywhere with sizes of real boxes, 5 % the whole image; p = 1 for 60 %, else one of
    0.2, 0.4, 0.6, 0.8. A block's evidence becomes ``Δ · max(0, 1 − 2·p·covered)``: findings under
    half-strength noise or more are gone.
-3. **Train** the network of :class:`shovir.models.reference.PatchDetector` (deterministic
+3. **Train** the network of :class:`shovir.calibration.reference.PatchDetector` (deterministic
    PyTorch on CPU): a cell (8×8 pixels) is a positive example of a class where its evidence is
    ≥ 3 grey levels, a negative one below 0.75 (in between: ignored); loss = weighted per-cell
    binary cross-entropy + binary cross-entropy of each class's best cell against "the image
@@ -42,7 +42,6 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import time
 from multiprocessing import Pool
@@ -51,12 +50,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from shovir import labels as L
+from shovir.data import phantom
+from shovir.perturb import NoiseModel, occlude, sample_rng
 
-from shovir import labels as L  # noqa: E402
-from shovir.data import phantom  # noqa: E402
-from shovir.perturb import NoiseModel, occlude, sample_rng  # noqa: E402
+RESOURCES = Path(__file__).resolve().with_name("resources")
 
 TRAIN_SEED, THRESHOLD_SEED, EVALUATION_SEED = 1000, 1001, 0
 CLASSES = phantom.LOCALIZED_FINDINGS
@@ -412,7 +410,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--evaluate", action="store_true", help="only evaluate the shipped resources")
     parser.add_argument("--skip-evaluation", action="store_true", help="fit only")
-    parser.add_argument("--out", type=Path, default=ROOT / "shovir" / "models" / "resources")
+    parser.add_argument("--out", type=Path, default=RESOURCES)
     parser.add_argument("--train-images", type=int, default=3000)
     parser.add_argument("--threshold-images", type=int, default=800)
     parser.add_argument("--variants", type=int, default=4)
@@ -429,7 +427,7 @@ def main() -> None:
     if not args.evaluate:
         import torch
 
-        from shovir.models.reference import PatchDetector
+        from shovir.calibration.reference import PatchDetector
 
         start = time.time()
         print(f"rendering {args.train_images} training phantoms (seed {TRAIN_SEED}) and {args.threshold_images} "
@@ -452,14 +450,14 @@ def main() -> None:
         print("fitting thresholds", flush=True)
         t_positive, t_uncertain, fit = fit_thresholds(detector, threshold_set, THRESHOLD_SEED)
         card.write_text(json.dumps({
-            "model": "shovir.models.reference.PatchDetector",
+            "model": "shovir.calibration.reference.PatchDetector",
             "classes": list(CLASSES),
             "positive_threshold": t_positive,
             "uncertain_threshold": t_uncertain,
             "weights_sha256": sha,
             "architecture": {"stem": args.stem, "hidden": args.hidden},
             "training": {
-                "script": "benchmarks/fit_reference_models.py",
+                "script": "shovir/calibration/fit.py",
                 "phantom_version": phantom.PHANTOM_VERSION,
                 "train_seed": TRAIN_SEED, "train_images": args.train_images, "variants": args.variants,
                 "threshold_seed": THRESHOLD_SEED, "threshold_images": args.threshold_images,

@@ -80,7 +80,7 @@ message in order, and are deterministic: a report depends on the image's pixels 
 Resources
     ``resources/reference_detector.npz`` holds the detector's weights (float32 arrays, loaded with
     ``allow_pickle=False``) and ``resources/reference_detector.json`` its thresholds, training
-    provenance and the SHA-256 of the weights; ``benchmarks/fit_reference_models.py`` reproduces
+    provenance and the SHA-256 of the weights; ``python -m shovir.calibration.fit`` reproduces
     both from phantom seeds 1000 (training) and 1001 (thresholds), never the evaluation seed 0.
 
 >>> from shovir.labelers import get_labeler
@@ -143,7 +143,7 @@ CELL = 8
 
 _RESOURCES = Path(__file__).with_name("resources")
 DETECTOR_WEIGHTS = _RESOURCES / "reference_detector.npz"
-"""Weights of :class:`PatchDetector` (written by ``benchmarks/fit_reference_models.py``)."""
+"""Weights of :class:`PatchDetector` (written by ``python -m shovir.calibration.fit``)."""
 DETECTOR_CARD = _RESOURCES / "reference_detector.json"
 """Thresholds and provenance of :class:`PatchDetector`."""
 
@@ -314,7 +314,7 @@ class PatchDetector:
         weights, card = Path(weights), Path(card)
         if not weights.is_file() or not card.is_file():
             raise FileNotFoundError(
-                f"reference detector resources missing ({weights}, {card}); run benchmarks/fit_reference_models.py")
+                f"reference detector resources missing ({weights}, {card}); run python -m shovir.calibration.fit")
         raw = weights.read_bytes()
         self.sha256 = hashlib.sha256(raw).hexdigest()
         self.card: dict[str, Any] = json.loads(card.read_text())

@@ -10,7 +10,6 @@ no longer loads scripts). :func:`build` is the short way to get a ``datasets.Dat
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import datasets
@@ -24,6 +23,7 @@ from shovir.data._base import (
     ValidatingBuilder,
     resolve_inside,
 )
+from shovir.registry import Registry
 
 __all__ = [
     "BUILDERS",
@@ -38,14 +38,14 @@ __all__ = [
     "resolve_inside",
 ]
 
-BUILDERS: dict[str, str] = {
+BUILDERS = Registry("dataset", "shovir.datasets", {
     "synthetic": "shovir.data.synthetic:SyntheticCXR",
     "mimic_cxr": "shovir.data.mimic_cxr:MimicCXR",
     "padchest_gr": "shovir.data.padchest_gr:PadChestGR",
     "vqa": "shovir.data.vqa:MedicalVQA",
     "mimic_vqa": "shovir.data.mimic_vqa:MimicVQA",
-}
-"""Builder name → ``module:Class``, imported on first use."""
+})
+"""Builder name → ``module:Class``, imported on first use (entry-point group ``shovir.datasets``)."""
 
 
 def get_builder_class(name: str) -> type[ValidatingBuilder]:
@@ -54,11 +54,10 @@ def get_builder_class(name: str) -> type[ValidatingBuilder]:
     >>> get_builder_class("synthetic").__name__
     'SyntheticCXR'
     """
-    try:
-        module_name, class_name = BUILDERS[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; expected one of: {', '.join(sorted(BUILDERS))}") from None
-    return getattr(importlib.import_module(module_name), class_name)
+    builder = BUILDERS.load(name)
+    if not (isinstance(builder, type) and issubclass(builder, datasets.DatasetBuilder)):
+        raise TypeError(f"dataset {name!r} ({BUILDERS[name]}) is not a datasets builder class")
+    return builder
 
 
 def build(

@@ -60,7 +60,9 @@ def export(name: str, out: str | Path, fmt: str = "parquet", **build_kwargs: Any
 def main(name: str | None = None, argv: Sequence[str] | None = None) -> int:
     """Entry point: ``python dataset_scripts/<name>.py --data-dir ... --out ...``."""
     parser = argparse.ArgumentParser(
-        description=f"Build the {name or 'a'} dataset from its sources and export it.",
+        prog="shovir data build" if name is None else f"dataset_scripts/{name}.py",
+        description=f"Build the {name} dataset from its sources and export it." if name else
+        "Build a registered dataset from its sources and export it.",
     )
     if name is None:
         parser.add_argument("name", choices=sorted(BUILDERS))

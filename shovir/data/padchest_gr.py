@@ -69,7 +69,6 @@ Where this builder deliberately differs from the authors' code, and why:
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import math
 import os
@@ -83,6 +82,8 @@ import numpy as np
 from PIL import Image
 
 from shovir import labels as L
+from shovir.conditions import closest
+from shovir.registry import Registry
 from shovir.boxes import validate_box
 from shovir.data._base import GroundedBuilder, GroundedConfig, files_sha256
 
@@ -208,16 +209,21 @@ def verifier_name(verifier: Verifier | str) -> str:
     return f"{module}:{qualname}" + (f"[{label}]" if isinstance(label, str) and label else "")
 
 
+VERIFIERS = Registry("verifier", "shovir.verifiers", {
+    "rule": "shovir.labelers.rule_based:RuleBasedLabeler",
+    "chexbert": "shovir.labelers.chexbert:CheXbertLabeler",
+})
+"""Verifier names a config may use (entry-point group ``shovir.verifiers``). A config names a
+verifier only through this registry: an arbitrary ``module:attribute`` is refused, so a sweep
+file can never make shovir call e.g. ``subprocess:run`` with sentences of the data file."""
+
+
 def _import_verifier(spec: str) -> Verifier:
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"verifier {spec!r}: expected 'package.module:attribute' (a callable or a class)")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"verifier {spec!r} cannot be imported: {error}") from error
+    if spec not in VERIFIERS:
+        raise ValueError(f"verifier {spec!r} is not registered{closest(spec, list(VERIFIERS))}; registered verifiers: "
+                         f"{', '.join(VERIFIERS) or 'none'}. Pass a callable from Python, or register yours under the "
+                         "'shovir.verifiers' entry-point group")
+    target: Any = VERIFIERS.load(spec)
     if isinstance(target, type):
         target = target()
     if not callable(target):

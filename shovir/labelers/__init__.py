@@ -10,10 +10,11 @@ CheXbert head order. :func:`get_labeler` builds one by name:
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from shovir.registry import Registry, check_options
 
 __all__ = ["Labeler", "LABELERS", "get_labeler"]
 
@@ -28,11 +29,11 @@ class Labeler(Protocol):
         ...
 
 
-LABELERS: dict[str, str] = {
+LABELERS = Registry("labeler", "shovir.labelers", {
     "rule": "shovir.labelers.rule_based:RuleBasedLabeler",
     "chexbert": "shovir.labelers.chexbert:CheXbertLabeler",
-}
-"""Labeler name → ``module:Class``, imported on first use."""
+})
+"""Labeler name → ``module:Class``, imported on first use (entry-point group ``shovir.labelers``)."""
 
 
 def get_labeler(name: str = "rule", **kwargs: Any) -> Labeler:
@@ -41,8 +42,6 @@ def get_labeler(name: str = "rule", **kwargs: Any) -> Labeler:
     >>> get_labeler("rule").name
     'rule'
     """
-    try:
-        module_name, class_name = LABELERS[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown labeler {name!r}; expected one of: {', '.join(sorted(LABELERS))}") from None
-    return getattr(importlib.import_module(module_name), class_name)(**kwargs)
+    labeler_class = LABELERS.load(name, field="labeler")
+    check_options(labeler_class, kwargs, field=f"labeler {name}")
+    return labeler_class(**kwargs)

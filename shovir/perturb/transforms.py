@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from shovir.conditions import KINDS
 from shovir.perturb._image import ImageLike, to_canvas, unchanged
 from shovir.perturb._rng import sample_rng
 from shovir.perturb.counterfactual import blank
@@ -39,12 +40,13 @@ from shovir.perturb.occlusion import (
 
 __all__ = ["CONDITIONS", "Condition"]
 
-CONDITIONS: tuple[str, ...] = ("baseline", "full_noise", "oco", "doco", "ro", "ro_area", "blank")
-"""Conditions a :class:`Condition` applies per row. ``shuffle`` and ``swap`` need other rows'
-images: see :class:`shovir.perturb.ImageSubstitution`."""
+CONDITIONS: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if kind.apply is not None)
+"""Conditions a :class:`Condition` applies per row (declared in :mod:`shovir.conditions`).
+``shuffle`` and ``swap`` need other rows' images: see :class:`shovir.perturb.ImageSubstitution`."""
 
-_BOX_CONDITIONS = ("oco", "doco", "ro", "ro_area")
+_BOX_CONDITIONS = tuple(name for name, kind in KINDS.items() if kind.family == "box")
 _PATTERN = re.compile(r"^(?P<name>[a-z_]+?)(?:_p(?P<pct>\d{1,3})|@(?P<p>[0-9.]+))?$")
+_APPLIERS: dict[str, Callable[..., tuple[ImageLike, dict[str, Any]]]] = {}
 
 
 @dataclass(frozen=True)
@@ -130,40 +132,9 @@ class Condition:
         info: dict[str, Any] = {"condition": self.label, "p": self.p, "occluded_pixels": 0, "occluder_boxes": [], "occlusion_complete": True}
         if "image_id" not in row:
             raise ValueError("row has no 'image_id'; perturbations are keyed by it")
-        image_id = str(row["image_id"])
-        # whole-image conditions do not depend on the target class: one image per image_id, so a
-        # runner can generate once per image for all of its (image, class) samples
-        target = (row.get("target_class") or None) if self.name in _BOX_CONDITIONS else None
-        if self.name == "baseline" or (self.p == 0 and self.name != "blank"):
+        if self.p == 0 and KINDS[self.name].graded:
             return unchanged(image), info
-        if self.name == "blank":
-            return blank(image), info
-        if self.name == "full_noise":
-            out = full_noise(image, self.rng(image_id, target), self.noise, self.p)
-            canvas = to_canvas(image)
-            info["occluded_pixels"] = canvas.height * canvas.width
-            return out, info
-        canvas = to_canvas(image)
-        height, width = canvas.height, canvas.width
-        generator = self.rng(image_id, target)
-        plan: RandomBoxPlan | None = None
-        if self.name == "oco":
-            boxes = _require(row, "disease_boxes", self.name)
-        elif self.name == "doco":
-            boxes = _require(row, "context_boxes", self.name)
-        elif self.name == "ro":
-            plan = plan_random_boxes(height, width, row.get("boxes") or [], generator, self.box_sizes, max_tries=self.max_tries)  # type: ignore[arg-type]
-            boxes = plan.boxes
-        else:
-            target_area = occluded_area(_require(row, "disease_boxes", self.name), height, width)
-            plan = plan_area_matched_boxes(height, width, row.get("boxes") or [], target_area, generator, self.box_sizes, self.max_tries)  # type: ignore[arg-type]
-            boxes = plan.boxes
-        rects = _rects(boxes, height, width)
-        plane, occluded = blend_noise(canvas, rects, self.p, generator, self.noise)
-        info["occluded_pixels"] = occluded
-        info["occluder_boxes"] = [[x0, y0, x1, y1] for y0, y1, x0, x1 in rects]
-        info["occlusion_complete"] = True if plan is None else plan.complete
-        return canvas.restore(plane), info
+        return _applier(self.name)(self, image, row, info)
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         """The ``set_transform`` / ``with_transform`` entry point (a batch is a dict of lists)."""
@@ -191,3 +162,80 @@ def _require(row: Mapping[str, Any], key: str, condition: str) -> list[Any]:
         )
     return list(row[key] or [])
 
+
+def _applier(name: str) -> Callable[..., tuple[ImageLike, dict[str, Any]]]:
+    """The function :data:`shovir.conditions.KINDS` declares for ``name``, imported once."""
+    if name not in _APPLIERS:
+        import importlib
+
+        module_name, function_name = KINDS[name].apply.split(":")  # type: ignore[union-attr]
+        _APPLIERS[name] = getattr(importlib.import_module(module_name), function_name)
+    return _APPLIERS[name]
+
+
+def _target(condition: Condition, row: Mapping[str, Any]) -> str | None:
+    # whole-image conditions do not depend on the target class: one image per image_id, so a
+    # runner can generate once per image for all of its (image, class) samples
+    return (row.get("target_class") or None) if KINDS[condition.name].needs_target else None
+
+
+def apply_baseline(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """The unperturbed image (a copy of an array, the same PIL image)."""
+    return unchanged(image), info
+
+
+def apply_blank(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """Beyond Accuracy §3.3: :func:`shovir.perturb.blank`."""
+    return blank(image), info
+
+
+def apply_full_noise(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """ShoViR §3.2: matched noise over the whole image at strength p."""
+    out = full_noise(image, condition.rng(str(row["image_id"]), None), condition.noise, condition.p)
+    canvas = to_canvas(image)
+    info["occluded_pixels"] = canvas.height * canvas.width
+    return out, info
+
+
+def _occlude_boxes(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any],
+                   choose: Callable[[int, int, np.random.Generator], tuple[list[Any], RandomBoxPlan | None]]) -> tuple[ImageLike, dict[str, Any]]:
+    canvas = to_canvas(image)
+    generator = condition.rng(str(row["image_id"]), _target(condition, row))
+    boxes, plan = choose(canvas.height, canvas.width, generator)
+    rects = _rects(boxes, canvas.height, canvas.width)
+    plane, occluded = blend_noise(canvas, rects, condition.p, generator, condition.noise)
+    info["occluded_pixels"] = occluded
+    info["occluder_boxes"] = [[x0, y0, x1, y1] for y0, y1, x0, x1 in rects]
+    info["occlusion_complete"] = True if plan is None else plan.complete
+    return canvas.restore(plane), info
+
+
+def apply_oco(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """ShoViR §3.2 OCO: noise in the target class's own boxes B_c."""
+    return _occlude_boxes(condition, image, row, info, lambda h, w, g: (_require(row, "disease_boxes", condition.name), None))
+
+
+def apply_doco(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """ShoViR §3.2 DOCO: noise in the co-disease boxes B_c̄."""
+    return _occlude_boxes(condition, image, row, info, lambda h, w, g: (_require(row, "context_boxes", condition.name), None))
+
+
+def apply_ro(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """ShoViR §3.2 RO: random boxes avoiding every annotated box."""
+    def choose(height: int, width: int, generator: np.random.Generator) -> tuple[list[Any], RandomBoxPlan]:
+        plan = plan_random_boxes(height, width, row.get("boxes") or [], generator, condition.box_sizes,  # type: ignore[arg-type]
+                                 max_tries=condition.max_tries)
+        return plan.boxes, plan
+
+    return _occlude_boxes(condition, image, row, info, choose)
+
+
+def apply_ro_area(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
+    """Area-matched RO: random boxes covering exactly the OCO area of the row."""
+    def choose(height: int, width: int, generator: np.random.Generator) -> tuple[list[Any], RandomBoxPlan]:
+        target_area = occluded_area(_require(row, "disease_boxes", condition.name), height, width)
+        plan = plan_area_matched_boxes(height, width, row.get("boxes") or [], target_area, generator,
+                                       condition.box_sizes, condition.max_tries)  # type: ignore[arg-type]
+        return plan.boxes, plan
+
+    return _occlude_boxes(condition, image, row, info, choose)

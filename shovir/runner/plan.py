@@ -1,30 +1,59 @@
-"""The sweep plan: which model calls produce which records, with duplicate calls removed.
+"""The sweep plan: which model inputs answer which (sample, condition) requests, and their keys.
 
-A *request* is one record to produce: a sample under a condition. A *call* is one model input.
-Several requests share a call when their inputs are identical: p = 0 of every box condition and
-of full noise is the unperturbed image, and whole-image conditions (baseline, full noise, blank)
-do not depend on the target class, so all (image, class) samples of one image share them.
+A *request* is one (sample, condition) to answer. A *call* is one distinct model input. Several
+requests share a call when their inputs are identical: p = 0 of every graded condition is the
+unperturbed image, and whole-image conditions (baseline, full noise, blank) do not depend on the
+target class, so all (image, class) samples of one image share them.
+
+A call's **input key** hashes everything that determines the model input, by content: the shown
+image's bytes (a digest, so adding or reordering samples changes nothing), the intervention and
+its strength, for box conditions the target class and the boxes, the perturbation seed, noise
+model and random-box size distribution where they matter, the question, options and context
+report, and the donor image of a substitution. The **generation key** adds the model's config
+hash (checkpoint, prompt, decoding): :func:`generation_key`. Generations are cached under it
+(:mod:`shovir.runner.store`), never under the sweep.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
 
 from shovir import labels as L
+from shovir.conditions import KINDS, ConditionSpec
 from shovir.perturb import shuffle_pairs, swap_pairs
-from shovir.runner.config import ConditionSpec
 
-__all__ = ["Request", "Call", "Plan", "build_plan"]
+__all__ = ["Request", "Call", "Plan", "build_plan", "generation_key", "message_seed"]
 
-_BOX = ("oco", "doco", "ro", "ro_area")
+
+def _digest(data: Any, size: int = 12) -> str:
+    return hashlib.blake2b(json.dumps(data, sort_keys=True, default=str).encode(), digest_size=size).hexdigest()
+
+
+def generation_key(model_hash: str, input_key: str) -> str:
+    """The cache key of one generation: the model config hash and the call's input key.
+
+    >>> generation_key("m1", "abc") == generation_key("m1", "abc") != generation_key("m2", "abc")
+    True
+    """
+    return _digest(["generation", model_hash, input_key], 16)
+
+
+def message_seed(seed: int, key: str) -> int:
+    """The sampling seed of one message: a 63-bit hash of the run seed and its generation key, so
+    batch size, batch composition, resumes and world size never change a sampled output.
+
+    >>> message_seed(3, "k") == message_seed(3, "k") != message_seed(4, "k")
+    True
+    """
+    return int.from_bytes(hashlib.blake2b(f"{int(seed)}|{key}".encode(), digest_size=8).digest(), "little") & (2**63 - 1)
 
 
 @dataclass(frozen=True)
 class Request:
-    """One record to produce."""
+    """One (sample, condition) to answer, and the call that answers it."""
 
     sample_id: str
     image_id: str
@@ -32,10 +61,15 @@ class Request:
     condition: str
     p: float
     with_report: bool
+    call: str = ""
+    donor_image_id: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.sample_id}|{self.condition}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -68,7 +102,7 @@ class Plan:
                 "skipped": {reason: len(ids) for reason, ids in self.skipped.items()}}
 
 
-def _labels_for_swap(columns: dict[str, list[Any]]) -> list[list[int]]:
+def _labels_for_swap(columns: Mapping[str, list[Any]]) -> list[list[int]]:
     if "labels" in columns:
         return columns["labels"]
     if "finding" in columns and "answer" in columns:  # ModaLens VQA rows: positive findings per image
@@ -80,8 +114,19 @@ def _labels_for_swap(columns: dict[str, list[Any]]) -> list[list[int]]:
     raise ValueError("swap needs per-image 'labels' (14 codes) or ModaLens rows with 'finding' and 'answer'")
 
 
-def build_plan(columns: dict[str, list[Any]], conditions: Sequence[ConditionSpec], seed: int, prompt: str | None = None) -> Plan:
+def build_plan(
+    columns: Mapping[str, list[Any]],
+    conditions: Sequence[ConditionSpec],
+    seed: int,
+    prompt: str | None = None,
+    image_digests: Mapping[str, str] | None = None,
+    perturbation: Mapping[str, Any] | None = None,
+) -> Plan:
     """Plan a sweep over a dataset given its non-image columns (``dataset.remove_columns("image")[:]``).
+
+    ``image_digests`` maps image ids to a digest of their bytes (the image ids themselves when
+    omitted); ``perturbation`` holds the run settings that shape perturbed images (noise model,
+    RO box-size distribution).
 
     >>> cols = {"image_id": ["a", "a", "b"], "sample_id": ["a::Edema", "a::Cardiomegaly", "b::Edema"],
     ...         "target_class": ["Edema", "Cardiomegaly", "Edema"]}
@@ -94,15 +139,22 @@ def build_plan(columns: dict[str, list[Any]], conditions: Sequence[ConditionSpec
     sample_ids = [str(v) for v in columns.get("sample_id", image_ids)]
     targets = [str(v or "") for v in columns.get("target_class", [""] * n)]
     questions = columns.get("question", [prompt] * n)
+    options = columns.get("options", [None] * n)
+    reports = columns.get("report", [None] * n)
+    digests = dict(image_digests or {})
+    settings = dict(perturbation or {})
     first_row: dict[str, int] = {}
     for row, image_id in enumerate(image_ids):
         first_row.setdefault(image_id, row)
     donors: dict[str, dict[str, str]] = {}
     skipped: dict[str, list[str]] = {}
-    if any(spec.name == "shuffle" for spec in conditions):
+    if any(spec.kind.donor == "shuffle" for spec in conditions):
         donors["shuffle"] = shuffle_pairs(image_ids, seed)
-    if any(spec.name == "swap" for spec in conditions):
+    if any(spec.kind.donor == "swap" for spec in conditions):
         labels = _labels_for_swap(columns)
+        for column in ("patient_id", "study_id"):
+            if column not in columns:
+                raise ValueError(f"condition 'swap' needs a {column!r} column (same-patient studies); this dataset has none")
         rows = [{"image_id": image_ids[r], "patient_id": columns["patient_id"][r], "study_id": columns["study_id"][r],
                  "labels": labels[r]} for r in first_row.values()]
         choices, unpaired = swap_pairs(rows, seed)
@@ -112,27 +164,37 @@ def build_plan(columns: dict[str, list[Any]], conditions: Sequence[ConditionSpec
     calls: dict[str, Call] = {}
     requests: list[Request] = []
     for spec in conditions:
+        kind = spec.kind
+        shown = spec.image_condition
+        shown_kind = KINDS[shown]
         for row in range(n):
             donor_id = None
-            if spec.name in donors:
-                donor_id = donors[spec.name].get(image_ids[row])
+            if kind.donor is not None:
+                donor_id = donors[kind.donor].get(image_ids[row])
                 if donor_id is None:
                     continue  # listed in plan.skipped
-            request = Request(sample_ids[row], image_ids[row], targets[row], spec.label, spec.p, spec.with_report)
-            requests.append(request)
-            effective = spec.image_condition
-            identity = {
-                "image": image_ids[row],
-                "condition": effective,
-                "p": 0.0 if effective == "baseline" else spec.p,
-                "target": targets[row] if effective in _BOX else "",
+            source = donor_id if donor_id is not None else image_ids[row]
+            identity: dict[str, Any] = {
+                "image": digests.get(source, source),
+                "condition": shown,
+                "p": spec.image_p,
+                "seed": seed,
                 "question": questions[row],
-                "report": spec.with_report,
-                "donor": donor_id,
+                "options": options[row] or None,
+                "report": reports[row] if spec.with_report else None,
             }
-            key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            if shown_kind.needs_target:
+                identity["target"] = targets[row]
+                identity["boxes"] = [columns.get(c, [None] * n)[row] for c in ("disease_boxes", "context_boxes", "boxes")]
+            if shown != "baseline" and shown_kind.family != "substitution":
+                identity["noise"] = settings.get("noise")
+                if shown in ("ro", "ro_area"):
+                    identity["box_sizes"] = settings.get("box_sizes")
+            key = _digest(identity, 16)
+            request = Request(sample_ids[row], image_ids[row], targets[row], spec.label, spec.p, spec.with_report, key, donor_id)
+            requests.append(request)
             if key not in calls:
-                calls[key] = Call(key, effective, identity["p"], row, None if donor_id is None else first_row[donor_id],
+                calls[key] = Call(key, shown, spec.image_p, row, None if donor_id is None else first_row[donor_id],
                                   donor_id, spec.with_report)
             calls[key].requests.append(request)
     return Plan(list(calls.values()), requests, skipped)

@@ -3,37 +3,57 @@
 Launch with ``shovir run`` in one process, or ``accelerate launch -m shovir.cli run ...`` on
 several GPUs (or ``ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ...`` on
 CPU). Calls are split by stride (call ``i`` goes to rank ``i % world_size``); each rank appends
-its records to its own JSONL file, flushed batch by batch; a restart skips every finished record.
-When all ranks are done, the main process merges the records into one file per
-model × dataset × condition under ``predictions/``.
+its generations to its own JSONL file, flushed batch by batch. Generations are cached by what
+determines them (:func:`shovir.runner.plan.generation_key`), so a restart — or a sweep that adds
+models, conditions or samples — makes only the generations that do not exist yet. When all ranks
+are done, the main process writes one predictions file per model × dataset × condition.
 
 Run folder::
 
-    run.json                      config, config hash, plan summary, build report, versions
+    run.json                      config, its hash, status, plan summary, per-model reuse, versions
+    run.lock                      the writer's pid, host and start time (one writer per folder)
     samples.jsonl                 per sample: ids, target class, reference report, labels
-    records/<model>/<hash>/rank-<r>.jsonl
-    predictions/<model>/<dataset>/<condition>.jsonl
+    plan.jsonl                    per (sample, condition): the call (input key) that answers it
+    generations/<model hash>/rank-<r>.jsonl
+    predictions/<alias>/<dataset>/<condition>.jsonl
+
+Stopping: Ctrl-C (SIGINT) or SIGTERM finishes the current batch, flushes it and exits; running
+the same command again resumes. Ranks of an ``accelerate launch`` sweep stop on their own when
+their launcher is gone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import os
 import platform
+import shutil
+import signal
+import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from shovir.data import build
-from shovir.models import Message, get_model
+from shovir.models import Message, ModelAdapter, adapter_class
 from shovir.perturb import AUTHORS_PADCHEST_BOX_SIZES, Condition, EmpiricalBoxSizes, NoiseModel
 from shovir.runner.config import SweepConfig
-from shovir.runner.plan import Call, Plan, build_plan
-from shovir.runner.store import RecordWriter, merge_records, read_records, record_key
+from shovir.runner.lock import RunLock, RunLocked
+from shovir.runner.plan import Call, Plan, build_plan, generation_key, message_seed
+from shovir.runner.records import GenerationRecord, Prediction
+from shovir.runner.store import GenerationStore
 
-__all__ = ["run_sweep", "load_dataset_for", "package_versions"]
+__all__ = ["run_sweep", "load_dataset_for", "package_versions", "placement_options", "RunInterrupted", "RUN_SCHEMA"]
 
+RUN_SCHEMA = "2"
 _SAMPLE_FIELDS = ("sample_id", "image_id", "patient_id", "study_id", "target_class", "report", "labels", "question",
                   "answer", "options", "finding")
+
+
+class RunInterrupted(RuntimeError):
+    """The run was stopped (signal or lost launcher) after flushing its last batch."""
 
 
 def package_versions() -> dict[str, str]:
@@ -50,8 +70,33 @@ def package_versions() -> dict[str, str]:
 
 
 def load_dataset_for(config: SweepConfig, cache_dir: str | None = None) -> tuple[Any, Any]:
+    """The sweep's dataset (the first ``config.limit`` samples when set) and its build report."""
     options = {k: v for k, v in config.dataset.items() if k != "name"}
-    return build(config.dataset["name"], cache_dir=cache_dir, **options)
+    dataset, report = build(config.dataset["name"], cache_dir=cache_dir, **options)
+    if config.limit is not None and config.limit < len(dataset):
+        dataset = dataset.select(range(config.limit))
+    return dataset, report
+
+
+def image_digests(dataset: Any) -> dict[str, str]:
+    """A digest of the encoded bytes of each distinct image (by ``image_id``), without decoding."""
+    import datasets
+
+    raw = dataset.cast_column("image", datasets.Image(decode=False)) if "image" in dataset.column_names else None
+    if raw is None:
+        return {}
+    out: dict[str, str] = {}
+    ids = dataset["image_id"]
+    first: dict[str, int] = {}
+    for row, image_id in enumerate(ids):
+        first.setdefault(str(image_id), row)
+    for image_id, row in first.items():
+        value = raw[row]["image"]
+        data = value.get("bytes")
+        if data is None and value.get("path"):
+            data = Path(value["path"]).read_bytes()
+        out[image_id] = hashlib.blake2b(data or b"", digest_size=16).hexdigest()
+    return out
 
 
 def _state() -> Any:
@@ -63,36 +108,32 @@ def _state() -> Any:
     return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
 
 
-def _conditions(config: SweepConfig, dataset: Any) -> dict[tuple[str, float], Condition]:
+def _conditions(config: SweepConfig, dataset: Any) -> tuple[dict[tuple[str, float], Condition], Any]:
     noise = NoiseModel.authors() if config.noise == "authors" else NoiseModel()
     sizes = None
-    if any(spec.name in ("ro", "ro_area") for spec in config.conditions):
+    if any(spec.image_condition in ("ro", "ro_area") for spec in config.conditions):
         sizes = AUTHORS_PADCHEST_BOX_SIZES if config.box_sizes == "authors" else EmpiricalBoxSizes.from_dataset(dataset)
     out = {}
     for spec in config.conditions:
-        name = spec.image_condition
-        if name in ("shuffle", "swap"):
-            name = "baseline"  # the donor image itself is shown unperturbed
-        key = (name, spec.p if name != "baseline" else 0.0)
+        key = (spec.image_condition, spec.image_p)
         if key not in out:
-            out[key] = Condition(name, key[1] if name != "blank" else 1.0, seed=config.seed, noise=noise, box_sizes=sizes)
-    return out
+            out[key] = Condition(key[0], key[1] if key[0] != "blank" else 1.0, seed=config.seed, noise=noise, box_sizes=sizes)
+    return out, sizes
 
 
-def _messages(batch: list[Call], dataset: Any, conditions: dict, prompt: str | None) -> list[Message]:
+def _messages(batch: list[Call], dataset: Any, conditions: dict, prompt: str | None, seeds: list[int]) -> list[Message]:
     rows = sorted({call.row for call in batch} | {call.donor_row for call in batch if call.donor_row is not None})
     fetched = dataset[rows]
     position = {row: i for i, row in enumerate(rows)}
     columns = list(fetched)
     messages = []
-    for call in batch:
+    for call, seed in zip(batch, seeds):
         row = {name: fetched[name][position[call.row]] for name in columns}
         source = row if call.donor_row is None else {name: fetched[name][position[call.donor_row]] for name in columns}
-        condition = conditions[(call.image_condition if call.image_condition not in ("shuffle", "swap") else "baseline",
-                                call.p if call.image_condition not in ("baseline", "shuffle", "swap") else 0.0)]
-        image, _ = condition.apply(source["image"], source)
+        image, _ = conditions[(call.image_condition, call.p)].apply(source["image"], source)
         messages.append(Message(images=[image], prompt=row.get("question") or prompt,
-                                report=row.get("report") if call.with_report else None, options=row.get("options") or None))
+                                report=row.get("report") if call.with_report else None, options=row.get("options") or None,
+                                seed=seed))
     return messages
 
 
@@ -107,16 +148,17 @@ class _Batches:
     ahead of generation (a torch DataLoader over batches), otherwise inline.
     """
 
-    def __init__(self, calls: list[Call], batch_size: int, dataset: Any, conditions: dict, prompt: str | None) -> None:
-        self.batches = [calls[i : i + batch_size] for i in range(0, len(calls), batch_size)]
-        self.dataset, self.conditions, self.prompt = dataset, conditions, prompt
+    def __init__(self, calls: list[Call], seeds: dict[str, int], batch_size: int, dataset: Any, conditions: dict,
+                 prompt: str | None) -> None:
+        self.batches = [calls[i: i + batch_size] for i in range(0, len(calls), batch_size)]
+        self.seeds, self.dataset, self.conditions, self.prompt = seeds, dataset, conditions, prompt
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __getitem__(self, index: int) -> tuple[list[Call], list[Message]]:
         batch = self.batches[index]
-        return batch, _messages(batch, self.dataset, self.conditions, self.prompt)
+        return batch, _messages(batch, self.dataset, self.conditions, self.prompt, [self.seeds[c.key] for c in batch])
 
     def iterate(self, workers: int) -> Any:
         if workers <= 0 or len(self) < 2:
@@ -127,96 +169,226 @@ class _Batches:
                                collate_fn=_identity))
 
 
-def _model_store(out_dir: Path, config: SweepConfig, model: Any, slug: str) -> Path:
-    return out_dir / "records" / slug / f"{config.hash()}-{model.config_hash()}"
+def placement_options(cls: type, options: dict[str, Any], state: Any) -> dict[str, Any]:
+    """Place each rank's model on its own device when the adapter takes ``device`` and the user
+    gave none — the same for built-in and entry-point adapters.
+
+    >>> class Adapter:
+    ...     def __init__(self, device=None): ...
+    >>> class Rank1:
+    ...     device, process_index = "cuda:1", 1
+    >>> placement_options(Adapter, {}, Rank1())
+    {'device': 'cuda:1'}
+    """
+    if "device" in options or options.get("device_map") is not None or str(state.device) == "cpu":
+        return options
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return options
+    if "device" in parameters:
+        return {**options, "device": str(state.device)}
+    return options
+
+
+class _StopFlag:
+    """Set by SIGINT/SIGTERM (first signal: finish the batch; second: stop now) or by losing the
+    launcher (torch elastic starts ranks in their own sessions, so a stopped launcher's
+    ranks would otherwise keep appending)."""
+
+    def __init__(self, launched: bool) -> None:
+        self.reason: str | None = None
+        self.parent = os.getppid()
+        self.launched = launched
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> "_StopFlag":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.reason is not None:
+            raise KeyboardInterrupt
+        self.reason = signal.Signals(signum).name
+
+    def check(self) -> str | None:
+        if self.reason is None and self.launched and os.getppid() != self.parent:
+            self.reason = "launcher exited"
+        return self.reason
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(temporary, path)  # readers never see half a run.json
+
+
+def _broadcast_error(state: Any, message: str | None) -> str | None:
+    if state.num_processes == 1:
+        return message
+    from accelerate.utils import broadcast_object_list
+
+    box = [message]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
+
+
+def _log(state: Any, quiet: bool) -> Callable[[str], None]:
+    def log(text: str) -> None:
+        if state.is_main_process and not quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    return log
 
 
 def run_sweep(
-    config: SweepConfig, out_dir: str | Path, cache_dir: str | None = None, progress: bool = True, workers: int = 0
+    config: SweepConfig, out_dir: str | Path, cache_dir: str | None = None, progress: bool = True, workers: int = 0,
+    quiet: bool = False,
 ) -> Path:
-    """Run (or resume) the sweep into ``out_dir``; returns the run folder.
+    """Run (or resume, or extend) the sweep into ``out_dir``; returns the run folder.
 
     ``workers`` background processes decode and perturb the next batches while the model
-    generates (needs torch); 0 does it inline.
+    generates (needs torch); 0 does it inline. Raises :class:`~shovir.runner.lock.RunLocked` when
+    another process writes the folder and :class:`RunInterrupted` after a clean stop.
     """
-    from tqdm.auto import tqdm
-
     state = _state()
     out_dir = Path(out_dir)
-    dataset, report = load_dataset_for(config, cache_dir)
-    metadata = dataset.remove_columns([c for c in dataset.column_names if c == "image"])[:]
-    plan: Plan = build_plan(metadata, config.conditions, config.seed, config.prompt)
+    log = _log(state, quiet)
+    lock = RunLock(out_dir)
+    error = None
     if state.is_main_process:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
-            for i in range(len(dataset)):
-                handle.write(json.dumps({k: metadata[k][i] for k in _SAMPLE_FIELDS if k in metadata}, ensure_ascii=False) + "\n")
-        run_info = {"config": config.as_dict(), "config_hash": config.hash(), "plan": plan.summary(),
-                    "skipped": plan.skipped, "dataset_build": report.as_dict(), "versions": package_versions(),
-                    "world_size": state.num_processes}
-        (out_dir / "run.json").write_text(json.dumps(run_info, indent=2, default=str))
-        print(f"plan: {len(plan.requests)} records from {len(plan.calls)} model calls per model "
-              f"({plan.saved_calls} duplicate calls removed)")
+        try:
+            lock.acquire()
+        except RunLocked as refused:
+            error = str(refused)
+    error = _broadcast_error(state, error)
+    if error is not None:
+        raise RunLocked(error)
+    if lock.recovered is not None:
+        log(f"recovered a stale lock of pid {lock.recovered.get('pid')} (that process is gone)")
+    stop = _StopFlag(launched=state.num_processes > 1).install()
+    try:
+        _run(config, out_dir, state, cache_dir, progress and not quiet, workers, stop, log)
+    finally:
+        stop.restore()
+        lock.release()
     state.wait_for_everyone()
-    conditions = _conditions(config, dataset)
-    dataset_name = config.dataset["name"]
-    for spec in config.models:
-        options = dict(spec.options)
-        model = get_model(spec.name, **_with_device(spec.name, options, state))
-        store = _model_store(out_dir, config, model, spec.slug)
-        done = {record_key(r) for r in read_records(sorted(store.glob("rank-*.jsonl")))} if store.exists() else set()
-        mine = [call for i, call in enumerate(plan.calls) if i % state.num_processes == state.process_index]
-        pending = [call for call in mine if any(r.key not in done for r in call.requests)]
-        bar = tqdm(total=len(mine), initial=len(mine) - len(pending), desc=f"{spec.name} [rank {state.process_index}]",
-                   disable=not progress, position=state.process_index, leave=True)
-        batch_size = config.batch_size
-        with RecordWriter(store / f"rank-{state.process_index}.jsonl") as writer:
-            for batch, messages in _Batches(pending, batch_size, dataset, conditions, config.prompt).iterate(workers):
-                generations = model.generate(messages)
-                if len(generations) != len(batch):
-                    raise RuntimeError(f"{spec.name} returned {len(generations)} generations for {len(batch)} inputs")
-                records = []
-                for call, generation in zip(batch, generations):
-                    for request in call.requests:
-                        records.append({
-                            "sample_id": request.sample_id, "image_id": request.image_id,
-                            "target_class": request.target_class, "condition": request.condition, "p": request.p,
-                            "with_report": request.with_report, "donor_image_id": call.donor_image_id,
-                            "seed": config.seed, "model": spec.name, "prompt_hash": model.config_hash(),
-                            "call": call.key, "text": generation.text, "reasoning": generation.reasoning,
-                            "scores": generation.scores,
-                        })
-                writer.write(records)
-                bar.update(len(batch))
-        bar.close()
-        state.wait_for_everyone()
-        if state.is_main_process:
-            merged = merge_records(sorted(store.glob("rank-*.jsonl")), [r.key for r in plan.requests])
-            by_condition: dict[str, list[dict[str, Any]]] = {}
-            for record in merged.values():
-                by_condition.setdefault(record["condition"], []).append(record)
-            target = out_dir / "predictions" / spec.slug / dataset_name
-            target.mkdir(parents=True, exist_ok=True)
-            for condition, records in by_condition.items():
-                records.sort(key=lambda r: r["sample_id"])
-                with open(target / f"{condition}.jsonl", "w", encoding="utf-8") as handle:
-                    handle.write("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
-        state.wait_for_everyone()
     if state.num_processes > 1:
         state.destroy_process_group()  # a clean teardown; without it gloo ranks can abort at exit
     return out_dir
 
 
-def _with_device(name: str, options: dict[str, Any], state: Any) -> dict[str, Any]:
-    """Place each rank's model on its own device when the adapter takes ``device``."""
-    from shovir.models import MODELS
+def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, progress: bool, workers: int,
+         stop: _StopFlag, log: Callable[[str], None]) -> Path:
+    from tqdm.auto import tqdm
 
-    if "device" in options or name not in MODELS:
-        return options
-    import importlib
+    dataset, report = load_dataset_for(config, cache_dir)
+    metadata = dataset.remove_columns([c for c in dataset.column_names if c == "image"])[:]
+    conditions, sizes = _conditions(config, dataset)
+    perturbation = {"noise": config.noise, "box_sizes": None if sizes is None else repr(sizes)}
+    plan: Plan = build_plan(metadata, config.conditions, config.seed, config.prompt, image_digests(dataset), perturbation)
+    run_info: dict[str, Any] = {
+        "schema": RUN_SCHEMA, "status": "running", "config": config.as_dict(), "config_hash": config.hash(),
+        "plan": plan.summary(), "skipped": plan.skipped, "dataset_build": report.as_dict(), "versions": package_versions(),
+        "world_size": state.num_processes, "models": {},
+    }
+    if state.is_main_process:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        previous = _read_run_info(out_dir)
+        for derived in ("predictions", "labels"):  # rebuilt from the generations: never mix two configs
+            shutil.rmtree(out_dir / derived, ignore_errors=True)
+        with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
+            for i in range(len(dataset)):
+                handle.write(json.dumps({k: metadata[k][i] for k in _SAMPLE_FIELDS if k in metadata}, ensure_ascii=False) + "\n")
+        with open(out_dir / "plan.jsonl", "w", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(r.as_dict(), sort_keys=True) + "\n" for r in plan.requests))
+        if previous and previous.get("config_hash") != run_info["config_hash"]:
+            log(f"the config changed since the last run in {out_dir} ({previous.get('config_hash')} -> "
+                f"{run_info['config_hash']}): finished generations are reused, predictions are rebuilt")
+        _write_json(out_dir / "run.json", run_info)
+        log(f"plan: {len(plan.requests)} records from {len(plan.calls)} model calls per model "
+            f"({plan.saved_calls} duplicate calls removed)")
+    state.wait_for_everyone()
+    dataset_name = config.dataset["name"]
+    for spec in config.models:
+        cls = adapter_class(spec.name)
+        model: ModelAdapter = cls(**placement_options(cls, dict(spec.options), state))
+        model_hash = model.config_hash()
+        store = GenerationStore(out_dir / "generations" / model_hash)
+        finished = store.records()
+        keys = {call.key: generation_key(model_hash, call.key) for call in plan.calls}
+        seeds = {call.key: message_seed(config.seed, keys[call.key]) for call in plan.calls}
+        reused = sum(keys[call.key] in finished for call in plan.calls)
+        if state.is_main_process:  # the scorer finds this model's generations through its hash, even mid-run
+            run_info["models"][spec.alias] = {"adapter": spec.name, "model_hash": model_hash, "status": "running",
+                                              "calls": len(plan.calls), "reused": reused, "config": model.config()}
+            _write_json(out_dir / "run.json", run_info)
+        mine = [call for i, call in enumerate(plan.calls) if i % state.num_processes == state.process_index]
+        pending = [call for call in mine if keys[call.key] not in finished]
+        if 0 < reused < len(plan.calls):
+            log(f"{spec.alias}: resuming: {reused}/{len(plan.calls)} generations done")
+        elif reused == len(plan.calls) and plan.calls:
+            log(f"{spec.alias}: all {reused} generations found, nothing to generate")
+        bar = tqdm(total=len(mine), initial=len(mine) - len(pending), desc=spec.alias, disable=not (progress and state.is_main_process),
+                   leave=True, file=sys.stderr)
+        with store.writer(state.process_index) as writer:
+            for batch, messages in _Batches(pending, seeds, config.batch_size, dataset, conditions, config.prompt).iterate(workers):
+                generations = model.generate(messages)
+                if len(generations) != len(batch):
+                    raise RuntimeError(f"{spec.alias} returned {len(generations)} generations for {len(batch)} inputs")
+                writer.write(GenerationRecord(keys[call.key], g.text, g.reasoning, g.scores, seeds[call.key])
+                             for call, g in zip(batch, generations))
+                bar.update(len(batch))
+                if stop.check():
+                    break
+        bar.close()
+        if stop.reason:
+            raise RunInterrupted(f"stopped ({stop.reason}) after flushing the last batch; run the same command again "
+                                 "to resume")
+        state.wait_for_everyone()
+        if state.is_main_process:
+            records = store.records()
+            made = sum(keys[call.key] in records for call in plan.calls) - reused
+            _write_predictions(out_dir / "predictions" / spec.slug / dataset_name, plan, keys, records, spec, model, config)
+            run_info["models"][spec.alias].update(status="complete", made=made)
+            _write_json(out_dir / "run.json", run_info)
+            log(f"{spec.alias}: {reused} generations reused, {made} made")
+        state.wait_for_everyone()
+    if state.is_main_process:
+        run_info["status"] = "complete"
+        _write_json(out_dir / "run.json", run_info)
+    return out_dir
 
-    module_name, class_name = MODELS[name].split(":")
-    adapter_class = getattr(importlib.import_module(module_name), class_name)
-    if "device" in inspect.signature(adapter_class.__init__).parameters and str(state.device) != "cpu":
-        return {**options, "device": str(state.device)}
-    return options
+
+def _read_run_info(out_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((out_dir / "run.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write_predictions(target: Path, plan: Plan, keys: dict[str, str], records: dict[str, GenerationRecord],
+                       spec: Any, model: ModelAdapter, config: SweepConfig) -> None:
+    by_condition: dict[str, list[Prediction]] = {}
+    for request in plan.requests:
+        record = records.get(keys[request.call])
+        if record is None:
+            missing = sum(keys[r.call] not in records for r in plan.requests)
+            raise RuntimeError(f"{spec.alias}: {missing} generations are missing after the run (e.g. {request.key}); "
+                               "run the sweep again to complete it")
+        by_condition.setdefault(request.condition, []).append(Prediction(
+            sample_id=request.sample_id, image_id=request.image_id, condition=request.condition, model=spec.alias,
+            text=record.text or "", target_class=request.target_class, p=request.p, with_report=request.with_report,
+            donor_image_id=request.donor_image_id, seed=config.seed, adapter=spec.name, prompt_hash=model.config_hash(),
+            generation=record.key, config_hash=config.hash(), reasoning=record.reasoning, scores=record.scores))
+    target.mkdir(parents=True, exist_ok=True)
+    for condition, predictions in by_condition.items():
+        predictions.sort(key=lambda r: r.sample_id)
+        (target / f"{condition}.jsonl").write_text("".join(p.to_json() + "\n" for p in predictions), encoding="utf-8")

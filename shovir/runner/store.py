@@ -1,29 +1,26 @@
-"""Append-only JSONL records, one file per rank, resumable after any interruption.
+"""The per-generation cache: append-only JSONL records, one file per rank, resumable after anything.
+
+``generations/<model config hash>/rank-<r>.jsonl`` holds :class:`~shovir.runner.records.GenerationRecord`
+lines keyed by their generation key (what determines the output, see :mod:`shovir.runner.plan`),
+not by the sweep: a sweep that adds a model, a condition or samples to a finished run finds every
+generation it already made and produces only the new ones.
 
 Each record is one line, written and flushed (and fsynced) as soon as its batch is generated.
 A run killed at any moment leaves at worst a truncated last line: reading ignores it, and the
 next append first cuts the file back to its last complete line, so the record is regenerated
-rather than lost or duplicated. Records are keyed by ``sample_id|condition``; the rank files of a
-model are read together, so a restart may use a different number of processes.
+rather than lost or duplicated. The rank files of a model are read together, so a restart may
+use a different number of processes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
-__all__ = ["record_key", "RecordWriter", "read_records", "merge_records"]
+from shovir.runner.records import GenerationRecord
 
-
-def record_key(record: dict[str, Any]) -> str:
-    """``"<sample_id>|<condition>"``.
-
-    >>> record_key({"sample_id": "img-1::Edema", "condition": "oco_p60"})
-    'img-1::Edema|oco_p60'
-    """
-    return f"{record['sample_id']}|{record['condition']}"
+__all__ = ["RecordWriter", "read_lines", "GenerationStore"]
 
 
 def _trim_partial_line(path: Path) -> None:
@@ -51,7 +48,7 @@ def _trim_partial_line(path: Path) -> None:
 
 
 class RecordWriter:
-    """Appends records to ``path``; use as a context manager."""
+    """Appends JSON lines to ``path``; use as a context manager."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -59,9 +56,10 @@ class RecordWriter:
         _trim_partial_line(self.path)
         self._handle = open(self.path, "a", encoding="utf-8")
 
-    def write(self, records: Iterable[dict[str, Any]]) -> None:
+    def write(self, lines: Iterable[str | GenerationRecord]) -> None:
         """Write a batch of records and push them to disk before returning."""
-        self._handle.write("".join(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n" for record in records))
+        text = "".join((line if isinstance(line, str) else line.to_json()) + "\n" for line in lines)
+        self._handle.write(text)
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
@@ -75,34 +73,53 @@ class RecordWriter:
         self.close()
 
 
-def read_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
-    """Records from several JSONL files; a truncated *last* line is skipped, a corrupt line
-    anywhere else is an error (it cannot come from an interruption)."""
+def read_lines(paths: Iterable[str | Path]) -> Iterator[tuple[str, str]]:
+    """``(where, line)`` of every complete line of several files, ``where`` being ``file:line``.
+
+    The text after the last newline of a file is a partial record of a killed writer and is
+    skipped; every other line is returned for the caller to parse (a corrupt one there cannot come
+    from an interruption and is an error naming ``where``).
+    """
     for path in paths:
         path = Path(path)
         if not path.is_file():
             continue
         lines = path.read_text(encoding="utf-8").split("\n")
-        complete = lines[:-1]  # the text after the last newline is either "" or a partial record
-        for number, line in enumerate(complete, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: corrupt record ({error}); delete the line to regenerate it") from None
+        for number, line in enumerate(lines[:-1], start=1):
+            if line.strip():
+                yield f"{path}:{number}", line
 
 
-def merge_records(paths: Iterable[str | Path], expected_keys: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """One record per expected key from the rank files; raises if any key is missing.
+class GenerationStore:
+    """The generations of one model configuration (a folder of rank files)."""
 
-    Duplicates (a batch rewritten after a restart before its flush was recorded) keep the first.
-    """
-    records: dict[str, dict[str, Any]] = {}
-    for record in read_records(paths):
-        records.setdefault(record_key(record), record)
-    expected = list(expected_keys)
-    missing = [key for key in expected if key not in records]
-    if missing:
-        raise ValueError(f"{len(missing)} records are missing (e.g. {missing[:3]}); run the sweep again to complete it")
-    return {key: records[key] for key in expected}
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.glob("rank-*.jsonl")) if self.root.is_dir() else []
+
+    def records(self) -> dict[str, GenerationRecord]:
+        """Every usable generation by key; a failure is superseded by a later success, and of two
+        successes (a batch rewritten after a restart before its flush was recorded) the first stays."""
+        out: dict[str, GenerationRecord] = {}
+        for where, line in read_lines(self.files()):
+            record = GenerationRecord.from_json(line, where)
+            if record.ok and record.key not in out:
+                out[record.key] = record
+        return out
+
+    def failures(self) -> dict[str, str]:
+        """Keys whose latest attempts all failed, with the last error."""
+        errors: dict[str, str] = {}
+        succeeded: set[str] = set()
+        for where, line in read_lines(self.files()):
+            record = GenerationRecord.from_json(line, where)
+            if record.ok:
+                succeeded.add(record.key)
+            else:
+                errors[record.key] = record.error or "no text"
+        return {key: error for key, error in errors.items() if key not in succeeded}
+
+    def writer(self, rank: int) -> RecordWriter:
+        return RecordWriter(self.root / f"rank-{rank}.jsonl")
