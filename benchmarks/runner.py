@@ -65,17 +65,17 @@ def main() -> None:
             "batch_size": 16,
         })
         # build the dataset cache once, outside the timed runs
-        run_sweep(config, scratch / "warm", cache_dir=str(scratch / "cache"), progress=False)
+        run_sweep(config, scratch / "warm", cache_dir=str(scratch / "cache"), progress=False, quiet=True)
         print(f"{args.n_images} synthetic images, batch 16, tiny random LLaVA (24 new tokens), {len(config.conditions)} conditions")
         for workers in (0, args.workers):
             TimedTinyLlava.seconds = 0.0
             folder = scratch / f"run-{workers}"
             start = time.perf_counter()
-            run_sweep(config, folder, cache_dir=str(scratch / "cache"), progress=False, workers=workers)
+            run_sweep(config, folder, cache_dir=str(scratch / "cache"), progress=False, workers=workers, quiet=True)
             wall = time.perf_counter() - start
             in_model = TimedTinyLlava.seconds
             start = time.perf_counter()
-            run_sweep(config, folder, cache_dir=str(scratch / "cache"), progress=False, workers=workers)  # nothing left to do
+            run_sweep(config, folder, cache_dir=str(scratch / "cache"), progress=False, workers=workers, quiet=True)  # nothing left to do
             fixed = time.perf_counter() - start
             loop = wall - fixed
             share = (loop - in_model) / loop

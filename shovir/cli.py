@@ -35,6 +35,14 @@ def _is_main_rank() -> bool:
     return os.environ.get("RANK", "0") in ("0", "") and os.environ.get("LOCAL_RANK", "0") in ("0", "")
 
 
+def _silence_bars(quiet: bool) -> None:
+    """``--quiet`` silences every bar, the dataset builders' included; other ranks never draw."""
+    if quiet or not _is_main_rank():
+        import datasets
+
+        datasets.disable_progress_bars()
+
+
 def _preview(args: argparse.Namespace) -> int:
     from shovir.report.preview import render_preview
 
@@ -70,6 +78,7 @@ def _examples(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from shovir.calibration.demo import run_demo
 
+    _silence_bars(args.quiet)
     _, checks = run_demo(args.out, n_images=args.n_images, seed=args.seed, cache_dir=args.cache_dir, workers=args.workers,
                          n_resamples=args.n_resamples, progress=not args.quiet, quiet=args.quiet)
     return 0 if all(check.passed for check in checks) else 1
@@ -112,6 +121,7 @@ def _run(args: argparse.Namespace) -> int:
     from shovir.runner.run import run_sweep
 
     config = sweep_config(args)
+    _silence_bars(args.quiet)
     run_sweep(config, args.out, cache_dir=args.cache_dir, progress=not args.quiet and _is_main_rank(),
               workers=args.workers, quiet=args.quiet or not _is_main_rank())
     if not args.quiet and _is_main_rank():

@@ -64,6 +64,7 @@ class ConditionKind:
             (image, info)``; ``None`` for substitutions, which show the donor image unperturbed.
         donor: for substitutions, how the donor is chosen (``shuffle`` or ``swap`` pairing).
         requires: the dataset columns a row needs.
+        random_boxes: places random boxes, so it needs a box-size distribution (RO kinds).
     """
 
     name: str
@@ -73,6 +74,7 @@ class ConditionKind:
     apply: str | None = None
     donor: str | None = None
     requires: tuple[str, ...] = ()
+    random_boxes: bool = False
 
     @property
     def needs_target(self) -> bool:
@@ -103,9 +105,9 @@ KINDS: dict[str, ConditionKind] = {
         ConditionKind("doco", "box", "ShoViR §3.2: noise in the co-disease boxes", graded=True,
                       apply=f"{_APPLY}:apply_doco", requires=("context_boxes",)),
         ConditionKind("ro", "box", "ShoViR §3.2: noise in random boxes avoiding every annotated box", graded=True,
-                      apply=f"{_APPLY}:apply_ro"),
+                      apply=f"{_APPLY}:apply_ro", random_boxes=True),
         ConditionKind("ro_area", "box", "random boxes covering exactly the OCO area", graded=True,
-                      apply=f"{_APPLY}:apply_ro_area", requires=("disease_boxes",)),
+                      apply=f"{_APPLY}:apply_ro_area", requires=("disease_boxes",), random_boxes=True),
         ConditionKind("shuffle", "substitution", "Beyond Accuracy §3.3: another sample's image", donor="shuffle"),
         ConditionKind("swap", "substitution", "ModaLens §2: a same-patient study with other findings", donor="swap",
                       requires=("patient_id", "study_id")),

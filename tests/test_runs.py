@@ -337,3 +337,22 @@ def test_records_never_contain_secrets(tmp_path, cache, monkeypatch):
     for path in out.rglob("*"):
         if path.is_file():
             assert "sk-secret-value" not in path.read_text(errors="ignore"), path
+
+
+def test_ranks_stop_when_their_launcher_is_gone(monkeypatch):
+    from shovir.runner.run import _StopFlag
+
+    flag = _StopFlag(launched=True)
+    assert flag.check() is None
+    monkeypatch.setattr(os, "getppid", lambda: flag.parent + 1)  # re-parented: the launcher exited
+    assert flag.check() == "launcher exited"
+    alone = _StopFlag(launched=False)  # a plain `shovir run` never stops on its own
+    assert alone.check() is None
+
+
+@pytest.mark.parametrize("name", ["sweep.yaml", "mimic_medgemma.yaml"])
+def test_example_configs_load_and_validate(name):
+    from shovir.examples import examples_root
+
+    config = SweepConfig.load(examples_root() / name)
+    assert config.models and config.conditions and config.dataset["name"] in ("synthetic", "mimic_cxr")

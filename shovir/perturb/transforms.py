@@ -87,7 +87,7 @@ class Condition:
             raise ValueError(f"condition must be one of {', '.join(CONDITIONS)}, got {self.name!r}")
         _check_p(self.p)
         object.__setattr__(self, "p", float(self.p))
-        if self.name in ("ro", "ro_area") and self.box_sizes is None:
+        if KINDS[self.name].random_boxes and self.box_sizes is None:
             raise ValueError(
                 f"condition {self.name!r} needs box_sizes: pass EmpiricalBoxSizes.from_dataset(ds) "
                 "(the dataset's own box sizes) or AUTHORS_PADCHEST_BOX_SIZES"

@@ -188,7 +188,7 @@ def build_plan(
                 identity["boxes"] = [columns.get(c, [None] * n)[row] for c in ("disease_boxes", "context_boxes", "boxes")]
             if shown != "baseline" and shown_kind.family != "substitution":
                 identity["noise"] = settings.get("noise")
-                if shown in ("ro", "ro_area"):
+                if shown_kind.random_boxes:
                     identity["box_sizes"] = settings.get("box_sizes")
             key = _digest(identity, 16)
             request = Request(sample_ids[row], image_ids[row], targets[row], spec.label, spec.p, spec.with_report, key, donor_id)

@@ -36,6 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from shovir.conditions import KINDS
 from shovir.data import build
 from shovir.models import Message, ModelAdapter, adapter_class
 from shovir.perturb import AUTHORS_PADCHEST_BOX_SIZES, Condition, EmpiricalBoxSizes, NoiseModel
@@ -111,13 +112,13 @@ def _state() -> Any:
 def _conditions(config: SweepConfig, dataset: Any) -> tuple[dict[tuple[str, float], Condition], Any]:
     noise = NoiseModel.authors() if config.noise == "authors" else NoiseModel()
     sizes = None
-    if any(spec.image_condition in ("ro", "ro_area") for spec in config.conditions):
+    if any(KINDS[spec.image_condition].random_boxes for spec in config.conditions):
         sizes = AUTHORS_PADCHEST_BOX_SIZES if config.box_sizes == "authors" else EmpiricalBoxSizes.from_dataset(dataset)
     out = {}
     for spec in config.conditions:
         key = (spec.image_condition, spec.image_p)
         if key not in out:
-            out[key] = Condition(key[0], key[1] if key[0] != "blank" else 1.0, seed=config.seed, noise=noise, box_sizes=sizes)
+            out[key] = Condition(key[0], key[1], seed=config.seed, noise=noise, box_sizes=sizes)
     return out, sizes
 
 
