@@ -147,6 +147,8 @@ Modules
                              spec constructors, placement, renderers, tight boxes and :func:`render`
     ``reports``              :data:`CLASS_KEYWORDS`, the template sentences and :func:`write_report`
     ``cases``                :class:`Case`, :func:`sample_case` and :func:`render_case`
+    ``questions``            template VQA questions answered from a case's ground truth
+                             (:func:`sample_questions`, :func:`parse_question`, :func:`true_answer`)
     ======================== =======================================================================
 
     :data:`PHANTOM_VERSION` is defined here, as it versions the whole package.
@@ -165,6 +167,26 @@ from shovir.data.phantom.findings import (
     render,
 )
 from shovir.data.phantom.findings import _finding_delta as _finding_delta
+from shovir.data.phantom.questions import (
+    ABSENT_ANSWERS,
+    LATERAL_FINDINGS,
+    NONE_OF_THESE,
+    NONE_RATE,
+    QUESTION_TYPES,
+    QUESTIONS_PER_IMAGE,
+    SIDE_OPTIONS,
+    YES_NO,
+    GroundTruth,
+    ParsedQuestion,
+    Question,
+    answer_priors,
+    case_truth,
+    parse_question,
+    question_options,
+    question_text,
+    sample_questions,
+    true_answer,
+)
 from shovir.data.phantom.reports import CLASS_KEYWORDS, write_report
 from shovir.data.phantom.scenarios import (
     CONTEXT_DERIVABLE,
@@ -186,33 +208,51 @@ from shovir.data.phantom.scenarios import (
 )
 
 __all__ = [
+    "ABSENT_ANSWERS",
     "CLASS_KEYWORDS",
     "CONTEXT_DERIVABLE",
+    "LATERAL_FINDINGS",
     "LOCALIZED_FINDINGS",
+    "NONE_OF_THESE",
+    "NONE_RATE",
     "PHANTOM_VERSION",
+    "QUESTIONS_PER_IMAGE",
+    "QUESTION_TYPES",
     "REPORT_ONLY_FINDINGS",
     "SCENARIOS",
     "SCENARIO_PERSISTENCE",
+    "SIDE_OPTIONS",
     "SPORADIC_RATE",
     "SUBTLE_RATE",
     "SUBTLE_STRENGTH",
+    "YES_NO",
     "Anatomy",
     "Case",
     "FindingSpec",
+    "GroundTruth",
+    "ParsedQuestion",
+    "Question",
     "Scenario",
+    "answer_priors",
+    "case_truth",
     "conditional_probability",
     "cooccurrence_matrix",
     "dataset_presence",
     "marginal_probabilities",
     "patient_of",
+    "parse_question",
     "presence_probabilities",
+    "question_options",
+    "question_text",
     "render",
     "render_case",
     "sample_anatomy",
     "sample_case",
     "sample_presence",
+    "sample_questions",
     "scenario_of",
     "stable_rng",
+    "true_answer",
     "write_report",
 ]
 
