@@ -76,11 +76,12 @@ def _examples(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from shovir.calibration.demo import run_demo
+    from shovir.calibration.demo import PROTOCOLS, run_demo
 
     _silence_bars(args.quiet)
     _, checks = run_demo(args.out, n_images=args.n_images, seed=args.seed, cache_dir=args.cache_dir, workers=args.workers,
-                         n_resamples=args.n_resamples, progress=not args.quiet, quiet=args.quiet)
+                         n_resamples=args.n_resamples, progress=not args.quiet, quiet=args.quiet,
+                         protocols=args.protocol or PROTOCOLS)
     return 0 if all(check.passed for check in checks) else 1
 
 
@@ -156,7 +157,10 @@ def _parser() -> argparse.ArgumentParser:
 
     commands = _Commands()
 
-    demo = commands.add_parser("demo", help="reference models on synthetic data: every ShoViR condition, scored")
+    demo = commands.add_parser("demo", help="reference models with known behaviour on synthetic data, every protocol, "
+                                            "with a calibration verdict")
+    demo.add_argument("--protocol", action="append", choices=("shovir", "beyond_accuracy", "modalens"),
+                      help="run only this protocol (repeatable; default: all)")
     demo.add_argument("--out", default="demo", help="output folder (default: demo)")
     demo.add_argument("--n-images", type=int, default=200)
     demo.add_argument("--seed", type=int, default=0, help="synthetic data seed")

@@ -221,11 +221,14 @@ class ConditionSpec:
 
 
 def expand_conditions(entries: str | Sequence[Any], presets: Mapping[str, Sequence[Any]]) -> list[ConditionSpec]:
-    """Condition specs from a preset name or a list of names, labels and ``{name, p, with_report}``
-    mappings; duplicates are refused.
+    """Condition specs from a preset name or a list of names, labels, presets and ``{name, p,
+    with_report}`` mappings. Presets combine (a condition they share is kept once); a condition
+    listed twice otherwise is refused.
 
     >>> [c.label for c in expand_conditions(["baseline", {"name": "oco", "p": [0, 1]}, "doco_p20"], {})]
     ['baseline', 'oco_p00', 'oco_p100', 'doco_p20']
+    >>> [c.label for c in expand_conditions(["a", "b"], {"a": ["baseline", "blank"], "b": ["baseline", "swap"]})]
+    ['baseline', 'blank', 'swap']
     """
     if isinstance(entries, str):
         if entries in presets:
@@ -235,11 +238,16 @@ def expand_conditions(entries: str | Sequence[Any], presets: Mapping[str, Sequen
     if not isinstance(entries, (list, tuple)):
         raise ValueError(f"conditions: expected a preset name or a list, got {type(entries).__name__}")
     specs: list[ConditionSpec] = []
+    from_presets: set[ConditionSpec] = set()
     for index, entry in enumerate(entries):
         field = f"conditions[{index}]"
         if isinstance(entry, str):
             if entry in presets:
-                specs.extend(expand_conditions(entry, presets))
+                # presets combine: a condition two presets share (the real image) is run once
+                for spec in expand_conditions(entry, presets):
+                    if spec not in from_presets:
+                        specs.append(spec)
+                        from_presets.add(spec)
                 continue
             try:
                 specs.append(ConditionSpec.parse(entry))

@@ -28,9 +28,31 @@ from typing import Any, Iterator, Mapping
 
 from shovir.conditions import ConditionSpec
 
-__all__ = ["SCHEMA_VERSION", "Results", "condition_label", "check_results"]
+__all__ = ["SCHEMA_VERSION", "MIN_UNITS", "Results", "condition_label", "check_results", "units"]
 
 SCHEMA_VERSION = "2.0"
+MIN_UNITS = 10
+"""A value computed from fewer units (samples, or a rate's denominator) is flagged, not shown as confident."""
+
+
+def units(result: Any) -> int | None:
+    """How many units a raw result rests on: a rate's denominators when it has them, the patients
+    a patient-clustered result resamples, else ``n``.
+
+    >>> units({"flip_rate": 0.5, "denominators": {"Edema": 3, "Cardiomegaly": 1}, "n": 40}), units({"n": 7}), units(None)
+    (4, 7, None)
+    >>> units({"n_trials": 56, "n_patients": 2})
+    2
+    """
+    if not isinstance(result, Mapping):
+        return None
+    denominators = result.get("denominators")
+    if isinstance(denominators, Mapping):
+        return int(sum(v for v in denominators.values() if isinstance(v, (int, float))))
+    for key in ("n_patients", "n", "n_trials"):
+        if isinstance(result.get(key), (int, float)):
+            return int(result[key])
+    return None
 
 
 def condition_label(condition: str, p: float | None = None, with_report: bool = False) -> str:

@@ -19,10 +19,13 @@ Feeds (how a binding's conditions become a metric's arguments):
                   report codes, or the dataset's labels)
 ``curve``         a kind's values across p from another binding (S_AUC of μ-F1)
 ``vqa_reliance``  per question: answers under real, shuffled (and blank) images, per report arm
+``vqa_rationales`` per question: the real-image rationale and answers under real and shuffled images
 ``vqa_swap``      per question: answers under the real and the swapped image, both arms together
 ================= ===================================================================================
 
-Intervals are percentile bootstraps resampling patients when the samples carry patient ids.
+Intervals are percentile bootstraps resampling patients when the samples carry patient ids. A
+metric that cannot run here (F1-RadGraph without its weights, HVRR without rationales) is recorded
+as ``{"unavailable": reason}`` and the report says why.
 With ``allow_partial``, each metric uses the samples all of its inputs cover, and ``coverage``
 says how many were expected and present per model × condition.
 """
@@ -40,14 +43,15 @@ import numpy as np
 from shovir import labels as L
 from shovir.conditions import ConditionSpec
 from shovir.labelers import get_labeler
-from shovir.metrics import METRICS
+from shovir.metrics import METRICS, MetricUnavailable
+from shovir.metrics.answers import extract_answer, extract_rationale
 from shovir.protocols import Binding, Protocol, protocols_for
 from shovir.results import SCHEMA_VERSION
 from shovir.runner.plan import Request, generation_key
 from shovir.runner.records import Prediction
 from shovir.runner.store import GenerationStore, read_lines
 
-__all__ = ["IncompleteRun", "RunFolder", "score_run", "FEEDS"]
+__all__ = ["IncompleteRun", "RunFolder", "score_run", "FEEDS", "answer_margin"]
 
 
 class IncompleteRun(ValueError):
@@ -224,7 +228,7 @@ def _image_texts(binding: Binding, metric: Callable[..., Any], ctx: _Context) ->
         try:
             out[spec.label] = metric(ctx.texts(spec.label, ids), [ctx.samples[i].get("report", "") for i in ids],
                                      **ctx.interval_args(ids))
-        except ImportError as error:
+        except (ImportError, MetricUnavailable) as error:
             out[spec.label] = {"unavailable": str(error)}
     return out
 
@@ -292,14 +296,59 @@ def _vqa_reliance(binding: Binding, metric: Callable[..., Any], ctx: _Context) -
         ids = ctx.covered(sorted(ctx.predictions[real]), *needed)
         out[real] = metric(ctx.texts(real, ids), ctx.texts(shuffled, ids), [ctx.samples[i]["answer"] for i in ids],
                            predictions_blank=ctx.texts(blank, ids) if blank in ctx.predictions else None,
-                           options=[ctx.samples[i].get("options") or None for i in ids], n_resamples=ctx.n_resamples,
-                           seed=ctx.seed)
+                           options=[ctx.samples[i].get("options") or None for i in ids], clusters=ctx.clusters(ids),
+                           n_resamples=ctx.n_resamples, seed=ctx.seed)
     return out
+
+
+def _has_rationale(text: str) -> bool:
+    rationale = extract_rationale(text)
+    return bool(rationale) and rationale != extract_answer(text)
+
+
+def _vqa_rationales(binding: Binding, metric: Callable[..., Any], ctx: _Context) -> dict[str, Any]:
+    real_kind, shuffled_kind = binding.conditions
+    out: dict[str, Any] = {}
+    for suffix in ("", "+report"):
+        real, shuffled = real_kind + suffix, shuffled_kind + suffix
+        if real not in ctx.predictions or shuffled not in ctx.predictions:
+            continue
+        ids = ctx.covered(sorted(ctx.predictions[real]), real, shuffled)
+        texts = ctx.texts(real, ids)
+        if not any(_has_rationale(text) for text in texts):
+            out[real] = {"unavailable": "the answers carry no rationale (NVCR/HVRR need <think>…</think> or text "
+                                        "beside the answer)"}
+            continue
+        out[real] = metric([extract_rationale(t) for t in texts], [ctx.samples[i]["question"] for i in ids],
+                           [extract_answer(t) for t in texts], [extract_answer(t) for t in ctx.texts(shuffled, ids)],
+                           [ctx.samples[i]["answer"] for i in ids], [ctx.samples[i].get("options") or None for i in ids],
+                           clusters=ctx.clusters(ids), n_resamples=ctx.n_resamples, seed=ctx.seed)
+    return out
+
+
+def answer_margin(scores: dict[str, float] | None, options: Sequence[str] | None, reference: str | None) -> float | None:
+    """The continuous answer score of ModaLens §4.1: for two options the score of the first minus
+    the second (the logit of "yes" minus "no"); for more, the score of ``reference`` (the answer
+    on the original image) minus the best other option, so a trial's two margins share one
+    reference. ``None`` without scores for every option.
+
+    >>> answer_margin({"yes": -0.1, "no": -2.4}, ["yes", "no"], "no")
+    2.3
+    >>> answer_margin({"a": -0.5, "b": -1.0, "c": -3.0}, ["a", "b", "c"], "b")
+    -0.5
+    """
+    if not scores or not options or any(option not in scores for option in options):
+        return None
+    if len(options) == 2:
+        return round(float(scores[options[0]]) - float(scores[options[1]]), 12)
+    if reference not in scores:
+        return None
+    return round(float(scores[reference]) - max(float(v) for k, v in scores.items() if k != reference and k in options), 12)
 
 
 def _vqa_swap(binding: Binding, metric: Callable[..., Any], ctx: _Context) -> dict[str, Any]:
     real_kind, swap_kind = binding.conditions
-    rows: dict[str, list[Any]] = {k: [] for k in ("original", "swapped", "arms", "trials", "patients")}
+    rows: dict[str, list[Any]] = {k: [] for k in ("original", "swapped", "arms", "trials", "patients", "m0", "m1")}
     for arm, suffix in (("without_report", ""), ("with_report", "+report")):
         real, swapped = real_kind + suffix, swap_kind + suffix
         if real not in ctx.predictions or swapped not in ctx.predictions:
@@ -310,10 +359,17 @@ def _vqa_swap(binding: Binding, metric: Callable[..., Any], ctx: _Context) -> di
         rows["arms"] += [arm] * len(ids)
         rows["trials"] += ids
         rows["patients"] += ctx.clusters(ids)
+        for sample_id in ids:
+            options = ctx.samples[sample_id].get("options")
+            reference = extract_answer(ctx.predictions[real][sample_id].text)
+            rows["m0"].append(answer_margin(ctx.predictions[real][sample_id].scores, options, reference))
+            rows["m1"].append(answer_margin(ctx.predictions[swapped][sample_id].scores, options, reference))
     if not rows["original"]:
         return {}
+    margins = all(m is not None for m in rows["m0"] + rows["m1"])  # margin metrics only when every trial has scores
     return {swap_kind: metric(rows["original"], rows["swapped"], rows["arms"], rows["trials"], rows["patients"],
-                              n_resamples=ctx.n_resamples, seed=ctx.seed)}
+                              n_resamples=ctx.n_resamples, seed=ctx.seed, margins_original=rows["m0"] if margins else None,
+                              margins_swapped=rows["m1"] if margins else None)}
 
 
 FEEDS: dict[str, Feed] = {
@@ -324,6 +380,7 @@ FEEDS: dict[str, Feed] = {
     "pair_contrast": _pair_contrast,
     "curve": _curve,
     "vqa_reliance": _vqa_reliance,
+    "vqa_rationales": _vqa_rationales,
     "vqa_swap": _vqa_swap,
 }
 """Feed name → function ``(binding, metric, context) -> {condition: result}``."""

@@ -98,3 +98,57 @@ def test_vqa_protocols_run_and_score(tmp_path):
         ["without_report"] * len(ids) + ["with_report"] * len(ids), ids * 2,
         [samples[i]["patient_id"] for i in ids] * 2, n_resamples=100)
     assert swap["paired_difference"] == direct["paired_difference"]
+
+    # the report: one table per protocol, each value with its interval and n, and each protocol's figure
+    from shovir.report import write_report
+
+    report = write_report(results, tmp_path / "report").read_text()
+    assert "Beyond Accuracy" in report and "ModaLens" in report
+    assert (tmp_path / "report" / "fig_beyond_accuracy.png").stat().st_size > 0
+    assert (tmp_path / "report" / "fig_modalens_swap.png").stat().st_size > 0
+    table = (tmp_path / "report" / "table_modalens.md").read_text()
+    # the swap's intervals resample patients: two patients are fewer than 10 units, so flagged
+    assert f"n={swap['n_patients']} †" in table and swap["n_patients"] == 2
+    csv_header = (tmp_path / "report" / "table_beyond_accuracy.csv").read_text().splitlines()[0]
+    assert csv_header.startswith("model,Acc real,Acc real low,Acc real high,Acc real n,")
+    assert "HVRR: not computed — the answers carry no rationale" in (tmp_path / "report" / "table_beyond_accuracy.md").read_text()
+
+
+class ThinkingVQA(ToyVQA):
+    """The toy with a rationale: it always claims a visual finding, whatever the image."""
+
+    name = "toy-vqa-think"
+
+    def generate(self, messages):
+        return [Generation(f"<think>The cardiac silhouette is enlarged.</think><answer>{g.text}</answer>")
+                for g in super().generate(messages)]
+
+
+register_model("toy-vqa-think", f"{__name__}:ThinkingVQA")
+
+
+def test_hvrr_is_scored_when_the_answers_carry_rationales(tmp_path):
+    from shovir.metrics import hallucination_metrics
+    from shovir.metrics.answers import extract_answer, extract_rationale
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _manifest(data)
+    config = SweepConfig.from_dict({
+        "dataset": {"name": "mimic_vqa", "data_dir": str(data), "annotation_file": "cases.jsonl", "uncertain": "no"},
+        "models": ["toy-vqa-think"], "conditions": ["baseline", "shuffle"], "seed": 1})
+    run = run_sweep(config, tmp_path / "run", cache_dir=str(tmp_path / "cache"), progress=False, quiet=True)
+    results = Results(score_run(run, n_resamples=50))
+    scored = results.result("toy-vqa-think", "beyond_accuracy", "hvrr", "baseline")
+    samples = {json.loads(l)["sample_id"]: json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()}
+    ids = sorted(samples)
+    texts = {c: {json.loads(l)["sample_id"]: json.loads(l)["text"] for l in
+                 (run / "predictions" / "toy-vqa-think" / "mimic_vqa" / f"{c}.jsonl").read_text().splitlines()}
+             for c in ("baseline", "shuffle")}
+    direct = hallucination_metrics([extract_rationale(texts["baseline"][i]) for i in ids], [samples[i]["question"] for i in ids],
+                                   [extract_answer(texts["baseline"][i]) for i in ids],
+                                   [extract_answer(texts["shuffle"][i]) for i in ids], [samples[i]["answer"] for i in ids],
+                                   [samples[i]["options"] for i in ids], clusters=[samples[i]["patient_id"] for i in ids],
+                                   n_resamples=50)
+    assert scored["hvrr"] == direct["hvrr"] and scored["nvcr"] == direct["nvcr"] and scored["n"] == len(ids)
+    assert scored["nvcr"] == 1.0  # every rationale claims an enlarged heart

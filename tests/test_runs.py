@@ -356,3 +356,23 @@ def test_example_configs_load_and_validate(name):
 
     config = SweepConfig.load(examples_root() / name)
     assert config.models and config.conditions and config.dataset["name"] in ("synthetic", "mimic_cxr")
+
+
+def test_without_accelerate_runs_single_process_and_refuses_a_multi_process_launch(monkeypatch):
+    import builtins
+
+    from shovir.runner.run import SingleProcess, _state
+
+    real_import = builtins.__import__
+
+    def no_accelerate(name, *args, **kwargs):
+        if name == "accelerate" or name.startswith("accelerate."):
+            raise ImportError("No module named 'accelerate'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_accelerate)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert isinstance(_state(), SingleProcess)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ImportError, match=r"one of 2 launched ranks, but accelerate is not installed: pip install 'shovir\[models\]'"):
+        _state()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import site
 import subprocess
 import sys
@@ -27,22 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import build_wheel
 
 REPO = Path(__file__).resolve().parents[1]
-
-# Never part of a wheel, and large (.venv), stale (build/) or run outputs if copied.
-_TOP_LEVEL_SKIPPED = {".git", ".venv", "venv", "build", "dist", ".pytest_cache", ".ruff_cache", "out", "preview", "demo",
-                      "runs"}
-
-
-def _not_sources(folder: str, names: list[str]) -> set[str]:
-    """``shutil.copytree`` ignore function: byte-code and build metadata anywhere, tool and output
-    folders only at the top (a package may well hold a ``demo`` module or folder)."""
-    skipped = {n for n in names if n == "__pycache__" or n.endswith((".pyc", ".egg-info"))}
-    if Path(folder).resolve() == REPO:
-        skipped |= _TOP_LEVEL_SKIPPED & set(names)
-    return skipped
-
 
 def _dependency_dirs() -> list[str]:
     """Where the running interpreter finds shovir's dependencies."""
@@ -117,13 +103,8 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> WheelEnv:
     root = tmp_path_factory.mktemp("wheel")
     # pip builds in-tree: in the checkout, build/lib would keep modules deleted since an earlier
     # build and ship them, and parallel runs would share it; a snapshot avoids both.
-    source = root / "src"
-    shutil.copytree(REPO, source, ignore=_not_sources)
-    dist = root / "dist"
-    _call([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-           "-q", "-w", str(dist), str(source)])
-    wheels = sorted(dist.glob("shovir-*.whl"))
-    assert len(wheels) == 1, f"expected one shovir wheel in {dist}, got {[w.name for w in wheels]}"
+    source, wheel = build_wheel(root)
+    wheels = [wheel]
 
     venv = root / "venv"
     _call([sys.executable, "-m", "venv", str(venv)])

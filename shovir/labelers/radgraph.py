@@ -507,3 +507,42 @@ def _check_reports(field: str, reports: Sequence[str]) -> list[str]:
         if not isinstance(report, str):
             raise ValueError(f"{field}[{index}]: expected a string, got {type(report).__name__} ({report!r})")
     return out
+
+
+def radgraph_scores(
+    predictions: Sequence[str],
+    references: Sequence[str],
+    n_resamples: int = 0,
+    clusters: Sequence[object] | None = None,
+    seed: int = 0,
+    **scorer_options: Any,
+) -> dict[str, Any]:
+    """F1-RadGraph of generated vs reference reports for a results file: the mean partial reward
+    (ShoViR Table 1) with a percentile bootstrap interval (resampling ``clusters`` when given).
+
+    Without the ``radgraph`` package or local weights this raises
+    :class:`shovir.metrics.MetricUnavailable` saying what to install or set, which the scorer
+    records in place of the number.
+
+    >>> fake = lambda reports: [{"entities": {"1": {"tokens": r.split()[0], "label": "OBS-DP", "relations": []}}}
+    ...                         for r in reports]
+    >>> radgraph_scores(["edema here", "effusion"], ["edema", "edema"], annotator=fake)["f1_radgraph"]
+    0.5
+    """
+    from shovir.metrics import MetricUnavailable
+    from shovir.metrics.bootstrap import bootstrap_interval
+
+    if "annotator" not in scorer_options:
+        try:
+            _model_dir(scorer_options.get("model_cache_dir"), scorer_options.get("model_type", "radgraph"))
+            scorer = RadGraphScorer(**scorer_options)
+        except (ImportError, FileNotFoundError, OSError) as error:
+            raise MetricUnavailable(f"F1-RadGraph needs the radgraph package and local weights: {error}") from None
+    else:
+        scorer = RadGraphScorer(**scorer_options)
+    scored = scorer.score(predictions, references)
+    rewards = np.asarray(scored["rewards"], dtype=np.float64)
+    units = np.column_stack([rewards, np.ones_like(rewards)])
+    interval = bootstrap_interval(lambda sums: sums[:, 0] / sums[:, 1], units, clusters, n_resamples, seed=seed)
+    return {"f1_radgraph": float(rewards.mean()), "ci": {"f1_radgraph": interval.bounds()}, "n": int(rewards.size),
+            "reward_level": scored["reward_level"], "n_empty": scored["n_empty"]}

@@ -39,6 +39,11 @@ from shovir.metrics.visual_reliance import detect_visual_claims, hallucination_m
 from shovir.registry import Registry
 
 
+class MetricUnavailable(RuntimeError):
+    """A metric cannot run here (missing weights or package); the message says why and how to fix
+    it, and the scorer records it next to the metric instead of a number."""
+
+
 def _metric(target: str, protocol: str, higher_is_better: bool | None, module: str | None, summary: str) -> tuple[str, dict]:
     return target, {"protocol": protocol, "higher_is_better": higher_is_better,
                     "evaluate_module": f"shovir/{module}" if module else None, "summary": summary}
@@ -60,6 +65,10 @@ _BUILT_IN = {
                                "S_AUC: normalised area under μ-F1 versus p"),
     "visual_reliance": _metric("shovir.metrics.visual_reliance:visual_reliance", "beyond_accuracy", True,
                                "visual_reliance", "accuracy per condition, VRS, blank drop, image sensitivity"),
+    "f1_radgraph": _metric("shovir.labelers.radgraph:radgraph_scores", "shovir", True, None,
+                           "F1-RadGraph (partial reward) with local weights"),
+    "hallucination_metrics": _metric("shovir.metrics.visual_reliance:hallucination_metrics", "beyond_accuracy", False,
+                                     "hvrr", "NVCR and HVRR: visual claims that do not depend on the image"),
     "swap_sensitivity": _metric("shovir.metrics.swap:swap_sensitivity", "modalens", True, "swap_sensitivity",
                                 "paired image-swap flip rates with and without the report"),
 }
@@ -70,6 +79,7 @@ definition, no single direction), ``evaluate_module`` and a one-line ``summary``
 
 __all__ = [
     "METRICS",
+    "MetricUnavailable",
     "Interval",
     "answers_match",
     "bootstrap_interval",

@@ -22,4 +22,5 @@ PROTOCOL = Protocol(
         Column("Flip rate (with report)", "swap_sensitivity", "swap", ("flip_rate_with_report",)),
         Column("Paired difference", "swap_sensitivity", "swap", ("paired_difference",)),
     ),
+    figures=("shovir.report.figures:swap_flip_rates",),
 )

@@ -26,6 +26,7 @@ PROTOCOL = Protocol(
     metrics=(
         Binding("f1", "chexbert_f1", "image_codes", ("baseline", "full_noise")),
         Binding("nlg", "nlg", "image_texts", ("baseline",)),
+        Binding("radgraph", "f1_radgraph", "image_texts", ("baseline",)),
         Binding("delta_fn", "delta_fn", "image_contrast", ("baseline", "full_noise")),
         Binding("mu_f1", "per_target_f1", "pair_codes", ("ro", "ro_area", "oco", "doco")),
         Binding("delta", "occlusion_delta", "pair_contrast", ("ro", "oco", "doco")),
@@ -39,6 +40,7 @@ PROTOCOL = Protocol(
         Column("B-1", "nlg", "baseline", ("bleu_1",)),
         Column("B-4", "nlg", "baseline", ("bleu_4",)),
         Column("R-L", "nlg", "baseline", ("rouge_l",)),
+        Column("F1-RG", "radgraph", "baseline", ("f1_radgraph",)),
         Column("F1-14 FN", "f1", "full_noise", ("f1_14", "micro")),
         Column("F1-5 FN", "f1", "full_noise", ("f1_5", "micro")),
         Column("ΔFN-14", "delta_fn", "full_noise", ("f1_14_micro",)),

@@ -8,7 +8,7 @@ The report reads ``results.json`` only (through :class:`shovir.results.Results`)
 """
 
 from shovir.report.document import summary_table, write_figures, write_report, write_tables
-from shovir.report.tables import latex_escape, protocol_rows, to_csv, to_latex, to_markdown
+from shovir.report.tables import Cell, latex_escape, protocol_cells, protocol_rows, to_csv, to_latex, to_markdown
 
-__all__ = ["latex_escape", "protocol_rows", "summary_table", "to_csv", "to_latex", "to_markdown", "write_figures",
+__all__ = ["Cell", "latex_escape", "protocol_cells", "protocol_rows", "summary_table", "to_csv", "to_latex", "to_markdown", "write_figures",
            "write_report", "write_tables"]

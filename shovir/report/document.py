@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from shovir.protocols import get_protocol
-from shovir.report.tables import protocol_rows, to_csv, to_latex, to_markdown
+from shovir.report.tables import FLAG_NOTE, Cell, protocol_cells, to_csv, to_latex, to_markdown
 from shovir.results import Results
 
 __all__ = ["table_stem", "write_tables", "write_figures", "write_report", "summary_table"]
@@ -30,9 +30,9 @@ def write_tables(results: Results, out_dir: Path) -> list[Path]:
     """``<stem>.md``, ``.tex`` and ``.csv`` per protocol present."""
     written = []
     for protocol in results.protocols():
-        rows = protocol_rows(results, protocol)
+        rows = protocol_cells(results, protocol)
         stem = out_dir / table_stem(protocol)
-        for suffix, text in ((".md", to_markdown(rows) + "\n"), (".tex", to_latex(rows) + "\n"), (".csv", to_csv(rows))):
+        for suffix, text in ((".md", _table(results, protocol) + "\n"), (".tex", to_latex(rows) + "\n"), (".csv", to_csv(rows))):
             path = stem.with_suffix(suffix)
             path.write_text(text, encoding="utf-8")
             written.append(path)
@@ -51,12 +51,29 @@ def write_figures(results: Results, out_dir: Path) -> list[Path]:
     return written
 
 
+def _table(results: Results, protocol: str) -> str:
+    """A protocol's Markdown table, with a note on flagged values and on every metric that could
+    not run (and why)."""
+    rows = protocol_cells(results, protocol)
+    notes = []
+    if any(isinstance(v, Cell) and v.flagged for row in rows for v in row.values()):
+        notes.append(FLAG_NOTE)
+    reasons: dict[str, set[str]] = {}
+    for alias in results.aliases:
+        for column in get_protocol(protocol).table:
+            raw = results.result(alias, protocol, column.key, column.condition)
+            if isinstance(raw, dict) and raw.get("unavailable"):
+                reasons.setdefault(column.label, set()).add(str(raw["unavailable"]))
+    notes += [f"{label}: not computed — {'; '.join(sorted(why))}" for label, why in reasons.items()]
+    return to_markdown(rows) + "".join(f"\n\n{note}" for note in notes)
+
+
 def summary_table(results: Results | dict[str, Any]) -> str:
     """The console summary of ``shovir score``: each protocol's table, plus coverage when partial."""
     results = results if isinstance(results, Results) else Results(results)
     blocks = []
     for protocol in results.protocols():
-        blocks.append(f"{get_protocol(protocol).title}\n{to_markdown(protocol_rows(results, protocol))}")
+        blocks.append(f"{get_protocol(protocol).title}\n{_table(results, protocol)}")
     if not results.doc.get("complete", True):
         blocks.append(_coverage_markdown(results))
     return "\n\n".join(blocks) if blocks else "no protocol applies to the conditions of this run"
@@ -85,12 +102,16 @@ def write_report(results: Results | dict[str, Any], out_dir: str | Path, title: 
     plan = doc["run"]["plan"]
     lines += [f"Plan: {plan['requests']} records from {plan['calls']} model calls per model "
               f"({plan['saved_calls']} duplicates removed).", ""]
+    counted = {**{f"skipped ({reason})": n for reason, n in plan.get("skipped", {}).items()},
+               **{f"paired as {kind}": n for kind, n in plan.get("pairing", {}).items()}}
+    if counted:
+        lines += ["Substitutions: " + ", ".join(f"{n} images {what}" for what, n in counted.items()) + ".", ""]
     if not doc.get("complete", True):
         lines += ["**Partial run** — scored with `--allow-partial`; each metric uses the samples all its inputs "
                   "cover.", "", _coverage_markdown(results), ""]
     for protocol in results.protocols():
         heading = "Table 1 — " if protocol == "shovir" else ""
-        lines += [f"## {heading}{get_protocol(protocol).title}", "", to_markdown(protocol_rows(results, protocol)), ""]
+        lines += [f"## {heading}{get_protocol(protocol).title}", "", _table(results, protocol), ""]
     for figure in figures:
         lines += [f"![{figure.stem}]({figure.name})", ""]
     if extra:

@@ -2,10 +2,16 @@
 
 * :func:`mu_f1_versus_p` — ShoViR Fig. 2: μ-F1 versus p for RO, OCO and DOCO, one panel per model;
 * :func:`shortcut_bars` — Fig. 3a: flip rate and Δ for OCO and DOCO at p = 1 with their intervals;
-* :func:`per_disease_f1` — Fig. 3b: per-disease F1 at p = 1 under each condition, mean over models.
+* :func:`per_disease_f1` — Fig. 3b: per-disease F1 at p = 1 under each condition, mean over models;
+* :func:`vqa_accuracy` — Beyond Accuracy: accuracy with real, shuffled and blank images per model,
+  with VRS and image sensitivity;
+* :func:`swap_flip_rates` — ModaLens: image-swap flip rates with and without the report per model,
+  with the paired difference.
 
 Each takes a :class:`~shovir.results.Results` and a folder, writes one file and returns its path
-(``None`` when the results have nothing to draw).
+(``None`` when the results have nothing to draw). Bars carry their 95% intervals; a bar resting on
+fewer than :data:`~shovir.results.MIN_UNITS` units is drawn hatched and pale and marked ``n<10``
+instead of as a confident bar. Legends sit outside the axes, so they never cover data.
 """
 
 from __future__ import annotations
@@ -13,9 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from shovir.results import Results
+from shovir.results import MIN_UNITS, Results, units
 
-__all__ = ["mu_f1_versus_p", "shortcut_bars", "per_disease_f1"]
+__all__ = ["mu_f1_versus_p", "shortcut_bars", "per_disease_f1", "vqa_accuracy", "swap_flip_rates"]
 
 _PROTOCOL = "shovir"
 _COLOURS = {"ro": "#7f7f7f", "ro_area": "#bcbd22", "oco": "#d62728", "doco": "#1f77b4", "baseline": "#2ca02c"}
@@ -28,6 +34,25 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _outside_legend(ax: Any, **kwargs: Any) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kwargs)
+
+
+def _bars(ax: Any, positions: list[float], entries: list[tuple[Any, Any, int | None]], width: float, label: str,
+          colour: str) -> None:
+    """Bars with interval whiskers; values on fewer than MIN_UNITS units are hatched, pale and marked."""
+    for i, (position, (value, ci, n)) in enumerate(zip(positions, entries)):
+        if value is None:
+            continue
+        low, high = ci or (None, None)
+        error = [[value - low], [high - value]] if low is not None and high is not None else None
+        weak = n is not None and n < MIN_UNITS
+        ax.bar(position, value, width, yerr=error, capsize=3, color=colour, alpha=0.35 if weak else 1.0,
+               hatch="//" if weak else None, label=label if i == 0 else None, edgecolor=colour)
+        if weak:
+            ax.text(position, value, f"n<{MIN_UNITS}", ha="center", va="bottom", fontsize=7)
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:
@@ -59,7 +84,7 @@ def mu_f1_versus_p(results: Results, out_dir: Path) -> Path | None:
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("μ-F1")
-    axes[0][-1].legend(loc="lower left")
+    _outside_legend(axes[0][-1])
     fig.suptitle("Fig. 2 — μ-F1 versus blending strength")
     return _save(plt, fig, out_dir / "fig2_mu_f1_vs_p.png")
 
@@ -70,23 +95,18 @@ def shortcut_bars(results: Results, out_dir: Path) -> Path | None:
     if not models:
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     width = 0.38
     for ax, (key, field) in zip(axes, (("flip_rate", "flip_rate"), ("delta", "delta"))):
         for offset, family in ((-width / 2, "oco"), (width / 2, "doco")):
-            values, lows, highs = [], [], []
-            for alias in models:
-                value = results.value(alias, _PROTOCOL, key, family, 1.0, field)
-                ci = results.interval(alias, _PROTOCOL, key, f"{family}_p100", field) or (None, None)
-                values.append(value if value is not None else float("nan"))
-                lows.append(value - ci[0] if value is not None and ci[0] is not None else 0)
-                highs.append(ci[1] - value if value is not None and ci[1] is not None else 0)
-            ax.bar([i + offset for i in range(len(models))], values, width, yerr=[lows, highs], label=family.upper(),
-                   color=_COLOURS[family], capsize=3)
+            entries = [(results.value(alias, _PROTOCOL, key, family, 1.0, field),
+                        results.interval(alias, _PROTOCOL, key, f"{family}_p100", field),
+                        units(results.result(alias, _PROTOCOL, key, family, 1.0))) for alias in models]
+            _bars(ax, [i + offset for i in range(len(models))], entries, width, family.upper(), _COLOURS[family])
         ax.set_xticks(range(len(models)), models, rotation=15)
         ax.set_title("Flip rate at p = 100%" if key == "flip_rate" else "Δ = μ-F1(RO) − μ-F1(X) at p = 100%")
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.legend()
+    _outside_legend(axes[-1])
     fig.suptitle("Fig. 3a — shortcut metrics")
     return _save(plt, fig, out_dir / "fig3a_flip_rate_and_delta.png")
 
@@ -113,6 +133,72 @@ def per_disease_f1(results: Results, out_dir: Path) -> Path | None:
     ax.set_xticks(range(len(classes)), classes, rotation=30, ha="right")
     ax.set_ylabel("F1 (mean over models)")
     ax.set_ylim(0, 1.02)
-    ax.legend(ncols=4, fontsize=8)
+    _outside_legend(ax)
     ax.set_title("Fig. 3b — per-disease F1 at p = 100%")
     return _save(plt, fig, out_dir / "fig3b_per_disease_f1.png")
+
+
+def vqa_accuracy(results: Results, out_dir: Path) -> Path | None:
+    """Beyond Accuracy: accuracy under real, shuffled and blank images, per model and report arm."""
+    protocol = "beyond_accuracy"
+    cells = [(alias, arm) for alias in results.aliases for arm in results.entries(alias, protocol, "visual_reliance")]
+    if not cells:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.9 * len(cells) + 2.5), 3.6))
+    width = 0.26
+    colours = {"real": "#2ca02c", "shuffled": "#ff7f0e", "blank": "#7f7f7f"}
+    for index, condition in enumerate(("real", "shuffled", "blank")):
+        field = f"accuracy_{condition}"
+        entries = []
+        for alias, arm in cells:
+            raw = results.result(alias, protocol, "visual_reliance", arm)
+            entries.append((raw.get(field), results.interval(alias, protocol, "visual_reliance", arm, field), units(raw)))
+        _bars(ax, [i + (index - 1) * width for i in range(len(cells))], entries, width, condition, colours[condition])
+    labels = []
+    for alias, arm in cells:
+        raw = results.result(alias, protocol, "visual_reliance", arm)
+        vrs, sensitivity = raw.get("vrs"), raw.get("image_sensitivity")
+        shown = f"{alias}{' +report' if arm.endswith('+report') else ''}"
+        labels.append(f"{shown}\nVRS {_number(vrs)}, IS {_number(sensitivity)}")
+    ax.set_xticks(range(len(cells)), labels, fontsize=8)
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1.05)
+    _outside_legend(ax)
+    ax.set_title("Beyond Accuracy — accuracy with real, shuffled and blank images")
+    return _save(plt, fig, out_dir / "fig_beyond_accuracy.png")
+
+
+def swap_flip_rates(results: Results, out_dir: Path) -> Path | None:
+    """ModaLens: flip rates under the same-patient image swap, with and without the report."""
+    protocol = "modalens"
+    models = [alias for alias in results.aliases if results.result(alias, protocol, "swap_sensitivity", "swap")]
+    if not models:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.8 * len(models) + 2.5), 3.6))
+    width = 0.38
+    for offset, arm, colour in ((-width / 2, "without_report", "#d62728"), (width / 2, "with_report", "#1f77b4")):
+        field = f"flip_rate_{arm}"
+        entries = []
+        for alias in models:
+            raw = results.result(alias, protocol, "swap_sensitivity", "swap")
+            entries.append((raw.get(field), results.interval(alias, protocol, "swap_sensitivity", "swap", field),
+                            units(raw)))
+        _bars(ax, [i + offset for i in range(len(models))], entries, width, arm.replace("_", " "), colour)
+    labels = []
+    for alias in models:
+        raw = results.result(alias, protocol, "swap_sensitivity", "swap")
+        low, high = results.interval(alias, protocol, "swap_sensitivity", "swap", "paired_difference") or (None, None)
+        interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+        labels.append(f"{alias}\nΔ {_number(raw.get('paired_difference'))}{interval}")
+    ax.set_xticks(range(len(models)), labels, fontsize=8)
+    ax.set_ylabel("flip rate")
+    ax.set_ylim(0, 1.05)
+    _outside_legend(ax)
+    ax.set_title("ModaLens — image-swap flip rates with and without the report")
+    return _save(plt, fig, out_dir / "fig_modalens_swap.png")
+
+
+def _number(value: Any) -> str:
+    return "–" if value is None else f"{value:.2f}"

@@ -88,9 +88,13 @@ class Call:
 
 @dataclass
 class Plan:
+    """The calls, the requests they answer, what could not be planned (``skipped``, by reason) and
+    how substitutions were paired (``pairing``: e.g. images swapped with another patient's study)."""
+
     calls: list[Call]
     requests: list[Request]
     skipped: dict[str, list[str]]
+    pairing: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def saved_calls(self) -> int:
@@ -99,7 +103,8 @@ class Plan:
 
     def summary(self) -> dict[str, Any]:
         return {"requests": len(self.requests), "calls": len(self.calls), "saved_calls": self.saved_calls,
-                "skipped": {reason: len(ids) for reason, ids in self.skipped.items()}}
+                "skipped": {reason: len(ids) for reason, ids in self.skipped.items()},
+                "pairing": {kind: len(ids) for kind, ids in self.pairing.items()}}
 
 
 def _labels_for_swap(columns: Mapping[str, list[Any]]) -> list[list[int]]:
@@ -132,7 +137,7 @@ def build_plan(
     ...         "target_class": ["Edema", "Cardiomegaly", "Edema"]}
     >>> plan = build_plan(cols, [ConditionSpec("baseline"), ConditionSpec("oco", 0.0), ConditionSpec("oco", 1.0)], seed=0)
     >>> plan.summary()
-    {'requests': 9, 'calls': 5, 'saved_calls': 4, 'skipped': {}}
+    {'requests': 9, 'calls': 5, 'saved_calls': 4, 'skipped': {}, 'pairing': {}}
     """
     n = len(columns["image_id"])
     image_ids = [str(v) for v in columns["image_id"]]
@@ -148,6 +153,7 @@ def build_plan(
         first_row.setdefault(image_id, row)
     donors: dict[str, dict[str, str]] = {}
     skipped: dict[str, list[str]] = {}
+    pairing: dict[str, list[str]] = {}
     if any(spec.kind.donor == "shuffle" for spec in conditions):
         donors["shuffle"] = shuffle_pairs(image_ids, seed)
     if any(spec.kind.donor == "swap" for spec in conditions):
@@ -161,6 +167,9 @@ def build_plan(
         donors["swap"] = {image_id: choice.donor_id for image_id, choice in choices.items()}
         if unpaired:
             skipped["swap_without_discordant_study"] = unpaired
+        fallback = sorted(image_id for image_id, choice in choices.items() if choice.tier == "other_patient")
+        if fallback:  # swapped, but with another patient's study: counted, as ModaLens reports it
+            pairing["swap_other_patient"] = fallback
     calls: dict[str, Call] = {}
     requests: list[Request] = []
     for spec in conditions:
@@ -197,4 +206,4 @@ def build_plan(
                 calls[key] = Call(key, shown, spec.image_p, row, None if donor_id is None else first_row[donor_id],
                                   donor_id, spec.with_report)
             calls[key].requests.append(request)
-    return Plan(list(calls.values()), requests, skipped)
+    return Plan(list(calls.values()), requests, skipped, pairing)

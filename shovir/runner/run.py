@@ -46,7 +46,8 @@ from shovir.runner.plan import Call, Plan, build_plan, generation_key, message_s
 from shovir.runner.records import GenerationRecord, Prediction
 from shovir.runner.store import GenerationStore
 
-__all__ = ["run_sweep", "load_dataset_for", "package_versions", "placement_options", "RunInterrupted", "RUN_SCHEMA"]
+__all__ = ["run_sweep", "load_dataset_for", "package_versions", "placement_options", "RunInterrupted", "RUN_SCHEMA",
+           "SingleProcess"]
 
 RUN_SCHEMA = "2"
 _SAMPLE_FIELDS = ("sample_id", "image_id", "patient_id", "study_id", "target_class", "report", "labels", "question",
@@ -100,10 +101,39 @@ def image_digests(dataset: Any) -> dict[str, str]:
     return out
 
 
-def _state() -> Any:
-    from accelerate import PartialState
-    from accelerate.utils import parse_flag_from_env
+class SingleProcess:
+    """The process state of a run without accelerate: one process, main, on the CPU.
 
+    >>> state = SingleProcess()
+    >>> state.is_main_process, state.num_processes, state.process_index
+    (True, 1, 0)
+    """
+
+    is_main_process = True
+    num_processes = 1
+    process_index = 0
+    device = "cpu"
+
+    def wait_for_everyone(self) -> None:
+        """Nothing to wait for."""
+
+    def destroy_process_group(self) -> None:
+        """No process group."""
+
+
+def _state() -> Any:
+    """accelerate's process state when accelerate is installed, else :class:`SingleProcess`
+    (refused when the environment says several processes were launched)."""
+    try:
+        from accelerate import PartialState
+        from accelerate.utils import parse_flag_from_env
+    except ImportError:
+        world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        if world > 1:
+            raise ImportError(f"this process is one of {world} launched ranks, but accelerate is not installed: "
+                              "pip install 'shovir[models]' (torch, transformers, accelerate) for multi-process "
+                              "sweeps") from None
+        return SingleProcess()
     # PartialState only forms a CPU process group when asked: honour the variable that
     # `accelerate launch` users set for multi-process CPU runs
     return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
