@@ -229,7 +229,7 @@ _COMMANDS = {"demo": _demo, "run": _run, "score": _score, "preview": _preview, "
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shovir`` console script."""
     from shovir.runner.lock import RunLocked
-    from shovir.runner.run import RunInterrupted
+    from shovir.runner.run import IncompleteGenerations, RunInterrupted
 
     parser = _parser()
     args, rest = parser.parse_known_args(argv)
@@ -242,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunInterrupted as stopped:
         print(f"shovir {args.command}: {stopped}", file=sys.stderr)
         return 130
+    except IncompleteGenerations as incomplete:
+        print(f"shovir {args.command}: {incomplete}", file=sys.stderr)
+        return 3
     except (ValueError, FileNotFoundError, FileExistsError, RunLocked, ImportError, KeyError) as error:
         if args.debug:
             raise

@@ -376,3 +376,41 @@ def test_without_accelerate_runs_single_process_and_refuses_a_multi_process_laun
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ImportError, match=r"one of 2 launched ranks, but accelerate is not installed: pip install 'shovir\[models\]'"):
         _state()
+
+
+class Flaky(Counting):
+    """Fails every message whose image is bright while ``FAILING`` is set, as a server might."""
+
+    name = "flaky"
+    FAILING = True
+
+    def generate(self, messages):
+        out = super().generate(messages)
+        if not Flaky.FAILING:
+            return out
+        return [Generation.failure("HTTP 500 after 3 attempts") if "enlarged" in g.text else g for g in out]
+
+
+register_model("flaky", Flaky)
+
+
+def test_failed_generations_are_recorded_never_scored_and_retried(tmp_path, cache):
+    from shovir.runner.run import IncompleteGenerations
+
+    out = tmp_path / "run"
+    config = _config(["flaky"], ["baseline", "full_noise"])
+    Flaky.FAILING = True
+    with pytest.raises(IncompleteGenerations, match="generations failed"):
+        run_sweep(config, out, cache_dir=cache, progress=False, quiet=True)
+    info = json.loads((out / "run.json").read_text())
+    failed = info["models"]["flaky"]["failed"]
+    assert failed > 0 and info["status"] == "incomplete" and info["models"]["flaky"]["made"] == info["plan"]["calls"] - failed
+    records = [json.loads(line) for line in next((out / "generations").rglob("rank-0.jsonl")).read_text().splitlines()]
+    assert sum(r["error"] == "HTTP 500 after 3 attempts" and r["text"] is None for r in records) == failed
+    with pytest.raises(IncompleteRun, match="generations the plan expects are missing"):
+        score_run(out, n_resamples=10)
+    Flaky.FAILING = False
+    CALLS.clear()
+    info = _run(config, out, cache)
+    assert info["status"] == "complete" and info["models"]["flaky"]["made"] == failed == sum(CALLS)
+    assert score_run(out, n_resamples=10)["complete"]

@@ -34,6 +34,8 @@ MODELS = Registry("model", ENTRY_POINT_GROUP, {
     "medgemma": "shovir.models.medgemma:MedGemma",
     "radialog": "shovir.models.radialog:RaDialog",
     "nv-reason-cxr": "shovir.models.nv_reason:NVReasonCXR",
+    "openai-compatible": "shovir.models.openai_compat:OpenAICompatible",
+    "vllm": "shovir.models.vllm_engine:VLLMEngine",
 })
 """Adapter name → ``module:Class`` (built-in and entry points)."""
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,11 +51,28 @@ class Generation:
     ``text`` is the answer or report only; a reasoning trace (NV-Reason-CXR's ``<think>``) goes to
     ``reasoning`` so that labelers and text metrics never score it. ``scores`` maps each option to
     the log-probability of its first answer token, when the adapter supports scoring.
+
+    ``error`` marks a generation that failed for good (e.g. a server request that still failed
+    after its retries): the runner records it as a failure, never as text, so it is not scored and
+    is generated again on the next run.
+
+    >>> Generation.failure("HTTP 500 after 3 attempts").ok
+    False
     """
 
     text: str
     reasoning: str | None = None
     scores: dict[str, float] | None = None
+    error: str | None = None
+
+    @classmethod
+    def failure(cls, error: str) -> "Generation":
+        """A failed generation with its reason."""
+        return cls(text="", error=str(error))
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,3 +131,54 @@ def require(module: str, install: str) -> Any:
         return importlib.import_module(module)
     except ImportError as error:
         raise ImportError(f"this model needs {module!r}: {install}") from error
+
+
+def validate_messages(
+    messages: Sequence[Message],
+    *,
+    max_images: int | None = None,
+    too_many_images: str = "",
+    question: Callable[[Message, int], Any] | None = None,
+    fold_case: bool = False,
+) -> list[Message]:
+    """Check every message before any generation, naming the message and the field.
+
+    ``max_images`` caps the images of one message (``too_many_images`` says how to raise the
+    cap); ``question(message, index)`` resolves the prompt so a missing one fails here;
+    ``fold_case`` refuses options that differ only in case (for adapters that match answers to
+    options case-insensitively).
+
+    >>> validate_messages([Message(images=[Image.new("L", (2, 2))], options=["yes", "yes"])])
+    Traceback (most recent call last):
+    ...
+    ValueError: messages[0].options has duplicates: ['yes', 'yes']
+    """
+    checked = list(messages)
+    for index, message in enumerate(checked):
+        if not isinstance(message, Message):
+            raise ValueError(f"messages[{index}] must be a shovir Message, got {type(message).__name__}")
+        if not isinstance(message.images, (list, tuple)) or not message.images:
+            raise ValueError(f"messages[{index}].images must be a non-empty list of PIL images")
+        for position, image in enumerate(message.images):
+            if not isinstance(image, Image.Image):
+                raise ValueError(f"messages[{index}].images[{position}] must be a PIL image, got {type(image).__name__}")
+        if max_images is not None and len(message.images) > max_images:
+            raise ValueError(f"messages[{index}] has {len(message.images)} images; at most {max_images} allowed"
+                             + (f" ({too_many_images})" if too_many_images else ""))
+        if message.report is not None and not isinstance(message.report, str):
+            raise ValueError(f"messages[{index}].report must be a string or None, got {type(message.report).__name__}")
+        if message.seed is not None and (not isinstance(message.seed, numbers.Integral) or isinstance(message.seed, bool)):
+            raise ValueError(f"messages[{index}].seed must be an integer or None, got {message.seed!r}")
+        if question is not None:
+            question(message, index)
+        if message.options is not None:
+            if (not isinstance(message.options, (list, tuple)) or not message.options
+                    or not all(isinstance(o, str) and o.strip() for o in message.options)):
+                raise ValueError(f"messages[{index}].options must be a non-empty list of non-empty strings")
+            if len(set(message.options)) != len(message.options):
+                raise ValueError(f"messages[{index}].options has duplicates: {list(message.options)}")
+            folded = {(o.strip().casefold() if fold_case else o.strip()) for o in message.options}
+            if len(folded) != len(message.options):
+                raise ValueError(f"messages[{index}].options {list(message.options)} are equal once stripped"
+                                 f"{' and case-folded' if fold_case else ''}; an answer could not tell them apart")
+    return checked

@@ -49,6 +49,7 @@ from typing import Any
 from shovir.models.base import Message
 
 __all__ = [
+    "first_token_ids",
     "Decoding",
     "SeededRowSampler",
     "left_pad",
@@ -483,3 +484,25 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
     text_out = answer.group(1) if answer else rest
     text_out = text_out.replace("</answer>", "").replace("<answer>", "").strip()
     return text_out, ("\n\n".join(reasoning) if reasoning else None)
+
+
+def first_token_ids(tokenizer: Any, options: Sequence[str], index: int = 0) -> list[int]:
+    """The first token id of each option (no special tokens added), refusing options that share
+    one: first-token answer scores could not tell them apart.
+
+    >>> first_token_ids(lambda text, add_special_tokens: {"input_ids": [ord(text[0])]}, ["yes", "no"])
+    [121, 110]
+    """
+    ids = []
+    for option in options:
+        tokens = tokenizer(option, add_special_tokens=False)["input_ids"]
+        if not tokens:
+            raise ValueError(f"messages[{index}].options: {option!r} gives no tokens")
+        ids.append(int(tokens[0]))
+    if len(set(ids)) != len(ids):
+        clash = [o for o, i in zip(options, ids) if ids.count(i) > 1]
+        raise ValueError(
+            f"messages[{index}].options {clash} share their first token, so first-token scores cannot separate "
+            "them; reword the options (e.g. 'yes'/'no', or letters)"
+        )
+    return ids

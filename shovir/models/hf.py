@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from shovir.models.base import Generation, Message
 from shovir.models.decoding import (
+    first_token_ids,
     Decoding,
     left_pad,
     split_reasoning,
@@ -266,19 +267,7 @@ class ImageTextToTextAdapter(PretrainedAdapter):
         """The first token id of each option (no special tokens added); refuses collisions."""
         self.load()
         tokenizer = self.processor.tokenizer
-        ids = []
-        for option in options:
-            tokens = tokenizer(option, add_special_tokens=False)["input_ids"]
-            if not tokens:
-                raise ValueError(f"messages[{index}].options: {option!r} gives no tokens")
-            ids.append(int(tokens[0]))
-        if len(set(ids)) != len(ids):
-            clash = [o for o, i in zip(options, ids) if ids.count(i) > 1]
-            raise ValueError(
-                f"messages[{index}].options {clash} share their first token, so first-token scores cannot separate "
-                "them; reword the options (e.g. 'yes'/'no', or letters)"
-            )
-        return ids
+        return first_token_ids(tokenizer, options, index)
 
     def _scores(self, batch: list[Message], inputs: Mapping[str, Any], offset: int) -> list[dict[str, float] | None]:
         import torch

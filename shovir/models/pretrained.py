@@ -18,14 +18,12 @@ through :data:`REPORT_TEMPLATE` (:func:`compose_text`).
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from PIL import Image
 
-from shovir.models.base import Generation, Message, ModelAdapter
+from shovir.models.base import Generation, Message, ModelAdapter, validate_messages
 from shovir.models.decoding import Decoding
 from shovir.models.loading import LoadOptions
 
@@ -224,35 +222,8 @@ class PretrainedAdapter(ModelAdapter):
         return question
 
     def _validate(self, messages: Sequence[Message]) -> list[Message]:
-        checked = list(messages)
-        for index, message in enumerate(checked):
-            if not isinstance(message, Message):
-                raise ValueError(f"messages[{index}] must be a shovir Message, got {type(message).__name__}")
-            if not isinstance(message.images, (list, tuple)) or not message.images:
-                raise ValueError(f"messages[{index}].images must be a non-empty list of PIL images")
-            for position, image in enumerate(message.images):
-                if not isinstance(image, Image.Image):
-                    raise ValueError(
-                        f"messages[{index}].images[{position}] must be a PIL image, got {type(image).__name__}"
-                    )
-            if self.max_images is not None and len(message.images) > self.max_images:
-                raise ValueError(
-                    f"messages[{index}] has {len(message.images)} images; {self.name} takes at most {self.max_images}"
-                )
-            if message.report is not None and not isinstance(message.report, str):
-                raise ValueError(f"messages[{index}].report must be a string or None, got {type(message.report).__name__}")
-            if message.seed is not None and (not isinstance(message.seed, numbers.Integral)
-                                             or isinstance(message.seed, bool)):
-                raise ValueError(f"messages[{index}].seed must be an integer or None, got {message.seed!r}")
-            if self.uses_prompt:
-                self.question(message, index)  # fail before any generation, naming the message
-            if message.options is not None:
-                if (not isinstance(message.options, (list, tuple)) or not message.options
-                        or not all(isinstance(o, str) and o for o in message.options)):
-                    raise ValueError(f"messages[{index}].options must be a non-empty list of non-empty strings")
-                if len(set(message.options)) != len(message.options):
-                    raise ValueError(f"messages[{index}].options has duplicates: {list(message.options)}")
-        return checked
+        return validate_messages(messages, max_images=self.max_images,
+                                 question=self.question if self.uses_prompt else None)
 
     def generate(self, messages: Sequence[Message]) -> list[Generation]:
         """One :class:`Generation` per message, in order (batches of :attr:`batch_size`)."""

@@ -47,7 +47,7 @@ from shovir.runner.records import GenerationRecord, Prediction
 from shovir.runner.store import GenerationStore
 
 __all__ = ["run_sweep", "load_dataset_for", "package_versions", "placement_options", "RunInterrupted", "RUN_SCHEMA",
-           "SingleProcess"]
+           "SingleProcess", "IncompleteGenerations"]
 
 RUN_SCHEMA = "2"
 _SAMPLE_FIELDS = ("sample_id", "image_id", "patient_id", "study_id", "target_class", "report", "labels", "question",
@@ -56,6 +56,10 @@ _SAMPLE_FIELDS = ("sample_id", "image_id", "patient_id", "study_id", "target_cla
 
 class RunInterrupted(RuntimeError):
     """The run was stopped (signal or lost launcher) after flushing its last batch."""
+
+
+class IncompleteGenerations(RuntimeError):
+    """Some generations failed for good in this run; they are retried by the next run."""
 
 
 def package_versions() -> dict[str, str]:
@@ -370,11 +374,14 @@ def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, 
         bar = tqdm(total=len(mine), initial=len(mine) - len(pending), desc=spec.alias, disable=not (progress and state.is_main_process),
                    leave=True, file=sys.stderr)
         with store.writer(state.process_index) as writer:
-            for batch, messages in _Batches(pending, seeds, config.batch_size, dataset, conditions, config.prompt).iterate(workers):
+            # a server adapter keeps max_concurrency requests in flight only if a batch holds that many
+            batch_size = max(config.batch_size, int(getattr(model, "max_concurrency", 1) or 1))
+            for batch, messages in _Batches(pending, seeds, batch_size, dataset, conditions, config.prompt).iterate(workers):
                 generations = model.generate(messages)
                 if len(generations) != len(batch):
                     raise RuntimeError(f"{spec.alias} returned {len(generations)} generations for {len(batch)} inputs")
-                writer.write(GenerationRecord(keys[call.key], g.text, g.reasoning, g.scores, seeds[call.key])
+                writer.write(GenerationRecord(keys[call.key], g.text if g.ok else None, g.reasoning, g.scores,
+                                              seeds[call.key], getattr(g, "error", None))
                              for call, g in zip(batch, generations))
                 bar.update(len(batch))
                 if stop.check():
@@ -387,14 +394,24 @@ def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, 
         if state.is_main_process:
             records = store.records()
             made = sum(keys[call.key] in records for call in plan.calls) - reused
+            failures = store.failures()
+            failed = sum(keys[call.key] in failures for call in plan.calls)
             _write_predictions(out_dir / "predictions" / spec.slug / dataset_name, plan, keys, records, spec, model, config)
-            run_info["models"][spec.alias].update(status="complete", made=made)
+            run_info["models"][spec.alias].update(status="incomplete" if failed else "complete", made=made, failed=failed)
             _write_json(out_dir / "run.json", run_info)
-            log(f"{spec.alias}: {reused} generations reused, {made} made")
+            log(f"{spec.alias}: {reused} generations reused, {made} made" + (f", {failed} failed" if failed else ""))
+            if failed:
+                first = next(failures[keys[c.key]] for c in plan.calls if keys[c.key] in failures)
+                log(f"{spec.alias}: {failed} generations failed (e.g. {first}); they are recorded as failures, never "
+                    "scored, and retried when you run the same command again")
         state.wait_for_everyone()
     if state.is_main_process:
-        run_info["status"] = "complete"
+        failed = sum(entry.get("failed", 0) for entry in run_info["models"].values())
+        run_info["status"] = "incomplete" if failed else "complete"
         _write_json(out_dir / "run.json", run_info)
+        if failed:
+            raise IncompleteGenerations(f"{failed} generations failed in {out_dir}; run the same command again to retry "
+                                        "them (shovir score refuses the run until they exist, or use --allow-partial)")
     return out_dir
 
 
@@ -407,13 +424,13 @@ def _read_run_info(out_dir: Path) -> dict[str, Any] | None:
 
 def _write_predictions(target: Path, plan: Plan, keys: dict[str, str], records: dict[str, GenerationRecord],
                        spec: Any, model: ModelAdapter, config: SweepConfig) -> None:
+    """One predictions file per condition, of the requests that have a generation (failed ones are
+    left out here and counted in run.json; the scorer sees them as missing)."""
     by_condition: dict[str, list[Prediction]] = {}
     for request in plan.requests:
         record = records.get(keys[request.call])
         if record is None:
-            missing = sum(keys[r.call] not in records for r in plan.requests)
-            raise RuntimeError(f"{spec.alias}: {missing} generations are missing after the run (e.g. {request.key}); "
-                               "run the sweep again to complete it")
+            continue
         by_condition.setdefault(request.condition, []).append(Prediction(
             sample_id=request.sample_id, image_id=request.image_id, condition=request.condition, model=spec.alias,
             text=record.text or "", target_class=request.target_class, p=request.p, with_report=request.with_report,
