@@ -1,4 +1,4 @@
-"""Shared test helpers: the wheel of the checkout, built once per session where asked."""
+"""Shared test helpers: the wheel of the checkout, and the toy model the subprocess sweeps import."""
 
 from __future__ import annotations
 
@@ -37,3 +37,36 @@ def build_wheel(root: Path) -> tuple[Path, Path]:
     wheels = sorted(dist.glob("shovir-*.whl"))
     assert len(wheels) == 1, f"expected one shovir wheel in {dist}, got {[w.name for w in wheels]}"
     return source, wheels[0]
+
+
+# A model whose report depends on the image's pixels only; sweeps run in subprocesses import it as
+# ``toy_model`` (written next to their script), so it is source text rather than a class.
+TOY_MODEL = '''
+import os, time
+import numpy as np
+from shovir.models import Generation, ModelAdapter, register_model
+
+class Toy(ModelAdapter):
+    """Reports cardiomegaly when the centre of the image is bright: depends on the pixels only."""
+    name = "toy"
+
+    def __init__(self, delay: float = 0.0, checkpoint: str = ""):
+        self.delay = float(delay)
+        self.checkpoint = checkpoint
+
+    def config(self):
+        return {"name": self.name, "checkpoint": self.checkpoint}
+
+    def generate(self, messages):
+        time.sleep(self.delay)
+        out = []
+        for message in messages:
+            plane = np.asarray(message.images[0].convert("L"), dtype=float)
+            h, w = plane.shape
+            centre = plane[h // 3: 2 * h // 3, w // 3: 2 * w // 3].mean()
+            text = "The heart is enlarged." if centre > 150 else "No acute cardiopulmonary process."
+            out.append(Generation(f"{text} ({centre:.1f}){self.checkpoint}"))
+        return out
+
+register_model("toy", "toy_model:Toy")
+'''

@@ -23,35 +23,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TOY_MODEL
 
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
 TIMEOUT_S = 120  # per launcher pair; a hung rendezvous fails the test instead of blocking CI
 
-TOY_MODEL = '''
-import numpy as np
-from shovir.models import Generation, ModelAdapter, register_model
-
-class Toy(ModelAdapter):
-    """Reports cardiomegaly when the centre of the image is bright: depends on the pixels only."""
-    name = "toy"
-
-    def config(self):
-        return {"name": self.name}
-
-    def generate(self, messages):
-        out = []
-        for message in messages:
-            plane = np.asarray(message.images[0].convert("L"), dtype=float)
-            h, w = plane.shape
-            centre = plane[h // 3: 2 * h // 3, w // 3: 2 * w // 3].mean()
-            text = "The heart is enlarged." if centre > 150 else "No acute cardiopulmonary process."
-            out.append(Generation(f"{text} ({centre:.1f})"))
-        return out
-
-register_model("toy", "toy_model:Toy")
-'''
 
 SWEEP = '''
 import json, os, sys

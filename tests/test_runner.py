@@ -14,40 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TOY_MODEL
 
 from shovir.runner.config import ConditionSpec, SweepConfig
 from shovir.runner.plan import build_plan
 from shovir.runner.store import RecordWriter, read_lines
 
-TOY_MODEL = '''
-import os, time
-import numpy as np
-from shovir.models import Generation, ModelAdapter, register_model
-
-class Toy(ModelAdapter):
-    """Reports cardiomegaly when the centre of the image is bright: depends on the pixels only."""
-    name = "toy"
-
-    def __init__(self, delay: float = 0.0, checkpoint: str = ""):
-        self.delay = float(delay)
-        self.checkpoint = checkpoint
-
-    def config(self):
-        return {"name": self.name, "checkpoint": self.checkpoint}
-
-    def generate(self, messages):
-        time.sleep(self.delay)
-        out = []
-        for message in messages:
-            plane = np.asarray(message.images[0].convert("L"), dtype=float)
-            h, w = plane.shape
-            centre = plane[h // 3: 2 * h // 3, w // 3: 2 * w // 3].mean()
-            text = "The heart is enlarged." if centre > 150 else "No acute cardiopulmonary process."
-            out.append(Generation(f"{text} ({centre:.1f}){self.checkpoint}"))
-        return out
-
-register_model("toy", "toy_model:Toy")
-'''
 
 SWEEP = '''
 import sys

@@ -55,6 +55,16 @@ def _bars(ax: Any, positions: list[float], entries: list[tuple[Any, Any, int | N
             ax.text(position, value, f"n<{MIN_UNITS}", ha="center", va="bottom", fontsize=7)
 
 
+def _finish_rates(plt: Any, fig: Any, ax: Any, labels: list[str], ylabel: str, title: str, path: Path) -> Path:
+    """Label a bar chart of rates in [0, 1] (one group per label), legend outside, and save it."""
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1.05)
+    _outside_legend(ax)
+    ax.set_title(title)
+    return _save(plt, fig, path)
+
+
 def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -161,12 +171,8 @@ def vqa_accuracy(results: Results, out_dir: Path) -> Path | None:
         vrs, sensitivity = raw.get("vrs"), raw.get("image_sensitivity")
         shown = f"{alias}{' +report' if arm.endswith('+report') else ''}"
         labels.append(f"{shown}\nVRS {_number(vrs)}, IS {_number(sensitivity)}")
-    ax.set_xticks(range(len(cells)), labels, fontsize=8)
-    ax.set_ylabel("accuracy")
-    ax.set_ylim(0, 1.05)
-    _outside_legend(ax)
-    ax.set_title("Beyond Accuracy — accuracy with real, shuffled and blank images")
-    return _save(plt, fig, out_dir / "fig_beyond_accuracy.png")
+    return _finish_rates(plt, fig, ax, labels, "accuracy", "Beyond Accuracy — accuracy with real, shuffled and blank images",
+                         out_dir / "fig_beyond_accuracy.png")
 
 
 def swap_flip_rates(results: Results, out_dir: Path) -> Path | None:
@@ -192,12 +198,8 @@ def swap_flip_rates(results: Results, out_dir: Path) -> Path | None:
         low, high = results.interval(alias, protocol, "swap_sensitivity", "swap", "paired_difference") or (None, None)
         interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
         labels.append(f"{alias}\nΔ {_number(raw.get('paired_difference'))}{interval}")
-    ax.set_xticks(range(len(models)), labels, fontsize=8)
-    ax.set_ylabel("flip rate")
-    ax.set_ylim(0, 1.05)
-    _outside_legend(ax)
-    ax.set_title("ModaLens — image-swap flip rates with and without the report")
-    return _save(plt, fig, out_dir / "fig_modalens_swap.png")
+    return _finish_rates(plt, fig, ax, labels, "flip rate", "ModaLens — image-swap flip rates with and without the report",
+                         out_dir / "fig_modalens_swap.png")
 
 
 def _number(value: Any) -> str:
