@@ -382,3 +382,35 @@ def test_doco_on_pil_sixteen_bit():
     assert out.mode == "I;16"
     before, after = np.asarray(image), np.asarray(out)
     assert (before[16:] == after[16:]).all() and (before[:16, :16] != after[:16, :16]).any()
+
+
+def test_noise_levels_are_the_standard_normal_to_within_the_level_spacing():
+    import statistics
+
+    from shovir.perturb.noise import normal_levels
+
+    levels = normal_levels()
+    cdf = np.array([statistics.NormalDist().cdf(float(x)) for x in levels])  # an independent CDF
+    steps = np.arange(levels.size + 1) / levels.size
+    kolmogorov = max(np.abs(steps[:-1] - cdf).max(), np.abs(steps[1:] - cdf).max())
+    assert kolmogorov < 1.1e-5
+    assert np.all(np.diff(levels) > 0) and levels[0] == -levels[-1]
+    assert abs(float(levels.std()) - 1.0) < 1e-12
+
+
+def test_prepared_images_give_the_bytes_of_fresh_ones_and_baseline_keeps_colour():
+    from shovir.perturb import prepare
+
+    rng = np.random.default_rng(5)
+    plane = rng.integers(0, 256, (40, 48), dtype=np.uint8)
+    colour = Image.fromarray(np.stack([plane, plane // 2, 255 - plane], axis=-1), "RGB")
+    canvas = prepare(colour)
+    for p in (0.4, 1.0):
+        fresh = oco(colour, [(4, 4, 20, 30)], p, rng=9)
+        again = oco(canvas, [(4, 4, 20, 30)], p, rng=9)
+        assert isinstance(again, Image.Image) and again.mode == "RGB"
+        assert np.array_equal(np.asarray(fresh), np.asarray(again))
+    assert np.array_equal(np.asarray(full_noise(canvas, rng=2)), np.asarray(full_noise(colour, rng=2)))
+    assert np.array_equal(np.asarray(Condition("oco", 0.0).apply(canvas, {"image_id": "a"})[0]), np.asarray(colour))
+    assert blank(canvas).getpixel((0, 0)) == (128, 128, 128)
+    assert list(canvas.memo) == ["histogram"]

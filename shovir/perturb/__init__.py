@@ -7,10 +7,17 @@ as picklable ``datasets`` transforms::
     sizes = EmpiricalBoxSizes.from_dataset(pairs)
     pairs.set_transform(Condition("ro", p=1.0, seed=3, box_sizes=sizes))
 
+To apply several interventions to one image, pass ``prepare(image)`` in place of the image: its
+conversion to a grayscale plane and its pixel histogram are then done once for all of them::
+
+    canvas = prepare(image)
+    images = [oco(canvas, boxes, p, sample_rng(3, image_id, "oco", target)) for p in (0.2, 0.6, 1.0)]
+
 Sources: ShoViR §3.2 (full noise, OCO, DOCO, RO), Beyond Accuracy §3.3 (blank, shuffle),
 ModaLens §2 (same-patient swap).
 """
 
+from shovir.perturb._image import Canvas, prepare
 from shovir.perturb._rng import sample_key, sample_rng
 from shovir.perturb.counterfactual import (
     ImageSubstitution,
@@ -20,7 +27,7 @@ from shovir.perturb.counterfactual import (
     structural_similarity,
     swap_pairs,
 )
-from shovir.perturb.noise import NoiseModel, NoiseStats, full_noise, gaussian_blur, noise_statistics
+from shovir.perturb.noise import NOISE_SAMPLER, NoiseModel, NoiseStats, full_noise, gaussian_blur, noise_statistics
 from shovir.perturb.occlusion import (
     AUTHORS_PADCHEST_BOX_SIZES,
     ClippedNormalBoxSizes,
@@ -40,10 +47,12 @@ from shovir.perturb.transforms import CONDITIONS, Condition
 __all__ = [
     "AUTHORS_PADCHEST_BOX_SIZES",
     "CONDITIONS",
+    "Canvas",
     "ClippedNormalBoxSizes",
     "Condition",
     "EmpiricalBoxSizes",
     "ImageSubstitution",
+    "NOISE_SAMPLER",
     "NoiseModel",
     "NoiseStats",
     "RandomBoxPlan",
@@ -58,6 +67,7 @@ __all__ = [
     "oco",
     "plan_area_matched_boxes",
     "plan_random_boxes",
+    "prepare",
     "ro",
     "ro_area_matched",
     "sample_key",

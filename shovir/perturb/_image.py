@@ -4,30 +4,40 @@ Chest X-rays are single-channel. An intervention works on one 2-D plane and retu
 type: a 2-D array of the same dtype, or a PIL image of the same mode (an RGB input — three equal
 channels, as the authors' loaders produced — is processed on its luminance and returned with
 the result broadcast to the three channels).
+
+:func:`prepare` turns an image into a :class:`Canvas` once; every intervention accepts the canvas
+in place of the image and reuses what it has already computed (the grayscale plane, its value
+histogram), so a runner that applies a whole condition set to one image converts and counts its
+pixels once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
+from dataclasses import dataclass, field
+from typing import Any, Union
 
 import numpy as np
 from PIL import Image
 
-__all__ = ["ImageLike", "Canvas", "to_canvas", "value_range", "finish", "unchanged"]
-
-ImageLike = Union[np.ndarray, Image.Image]
+__all__ = ["ImageLike", "Canvas", "prepare", "to_canvas", "value_range", "finish", "unchanged"]
 
 _PIL_GRAY_MODES = {"L": np.uint8, "I;16": np.uint16, "I": np.int32, "F": np.float32}
 _SUPPORTED_DTYPES = "uint8, uint16, int32 or float"
 
 
-@dataclass
+@dataclass(eq=False)
 class Canvas:
-    """A 2-D plane plus how to turn a processed plane back into the caller's type."""
+    """A 2-D plane plus how to turn a processed plane back into the caller's type.
+
+    A canvas also memoises per-image work that does not depend on the intervention (the integer
+    histogram behind the matched-noise statistics): build it once with :func:`prepare` and pass
+    it to every intervention of that image. The plane is never modified in place.
+    """
 
     plane: np.ndarray
     pil_mode: str | None = None
+    source: Any = field(default=None, repr=False)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def height(self) -> int:
@@ -52,6 +62,25 @@ def _from_uint16(plane: np.ndarray) -> Image.Image:
     return image
 
 
+ImageLike = Union[np.ndarray, Image.Image, Canvas]
+
+
+def prepare(image: ImageLike, field: str = "image") -> Canvas:
+    """Validate and convert ``image`` once, for several interventions of the same image.
+
+    Interventions given the returned canvas return the type of the original image, and compute
+    the image's noise statistics once for all of them.
+
+    >>> from shovir.perturb import full_noise, oco
+    >>> canvas = prepare(Image.new("L", (32, 32), 90))
+    >>> isinstance(oco(canvas, [(4, 4, 12, 12)], 1.0, rng=0), Image.Image)
+    True
+    >>> full_noise(canvas, rng=0).size, sorted(canvas.memo)
+    ((32, 32), ['histogram'])
+    """
+    return to_canvas(image, field)
+
+
 def to_canvas(image: ImageLike, field: str = "image") -> Canvas:
     """Wrap ``image`` as a grayscale :class:`Canvas`; raise ``ValueError`` for unsupported input.
 
@@ -62,11 +91,13 @@ def to_canvas(image: ImageLike, field: str = "image") -> Canvas:
     ...
     ValueError: image: expected a 2-D grayscale array (height, width), got shape (4, 5, 3); convert colour input with PIL's .convert('L') first
     """
+    if isinstance(image, Canvas):
+        return image
     if isinstance(image, Image.Image):
         if image.mode in _PIL_GRAY_MODES:
-            return Canvas(np.asarray(image, dtype=_PIL_GRAY_MODES[image.mode]), image.mode)
+            return Canvas(np.asarray(image, dtype=_PIL_GRAY_MODES[image.mode]), image.mode, image)
         if image.mode in ("RGB", "RGBA", "LA", "P", "1"):
-            return Canvas(np.asarray(image.convert("L"), dtype=np.uint8), image.mode)
+            return Canvas(np.asarray(image.convert("L"), dtype=np.uint8), image.mode, image)
         raise ValueError(f"{field}: unsupported PIL mode {image.mode!r}; expected L, I;16, I, F or RGB")
     if not isinstance(image, np.ndarray):
         raise ValueError(f"{field}: expected a numpy array or a PIL image, got {type(image).__name__}")
@@ -82,7 +113,7 @@ def to_canvas(image: ImageLike, field: str = "image") -> Canvas:
             raise ValueError(f"{field}: the float image contains NaN or infinite values")
     elif image.dtype not in (np.uint8, np.uint16, np.int32):
         raise ValueError(f"{field}: unsupported dtype {image.dtype}; expected {_SUPPORTED_DTYPES}")
-    return Canvas(image)
+    return Canvas(image, None, image)
 
 
 def value_range(plane: np.ndarray) -> tuple[float, float]:
@@ -120,5 +151,5 @@ def unchanged(image: ImageLike) -> ImageLike:
     >>> unchanged(np.arange(4, dtype=np.uint8).reshape(2, 2)).tolist()
     [[0, 1], [2, 3]]
     """
-    to_canvas(image)  # same validation as a real intervention
-    return image.copy()
+    canvas = to_canvas(image)  # same validation as a real intervention
+    return canvas.source.copy()

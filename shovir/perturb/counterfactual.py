@@ -35,9 +35,10 @@ def blank(image: ImageLike) -> ImageLike:
     >>> blank(Image.new("RGB", (2, 2))).getpixel((0, 0))
     (128, 128, 128)
     """
-    if isinstance(image, Image.Image) and image.mode not in ("L", "I;16", "I", "F"):
-        return Image.new(image.mode, image.size, (BLANK_GRAY_8BIT,) * len(image.getbands()))
     canvas = to_canvas(image)
+    if canvas.pil_mode is not None and canvas.pil_mode not in ("L", "I;16", "I", "F"):
+        source = canvas.source
+        return Image.new(source.mode, source.size, (BLANK_GRAY_8BIT,) * len(source.getbands()))
     plane = canvas.plane
     if plane.dtype == np.uint8:
         value: float = BLANK_GRAY_8BIT

@@ -32,7 +32,9 @@ fill is much flatter than the image it is matched to; and feathering leaks noise
 
 from __future__ import annotations
 
+import functools
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -42,9 +44,11 @@ from shovir.perturb._image import Canvas, ImageLike, finish, to_canvas, unchange
 from shovir.perturb._rng import as_generator
 
 __all__ = [
+    "NOISE_SAMPLER",
     "NoiseModel",
     "NoiseStats",
     "noise_statistics",
+    "normal_levels",
     "gaussian_blur",
     "full_noise",
     "blend_noise",
@@ -193,16 +197,23 @@ def _integer_histogram(plane: np.ndarray) -> tuple[np.ndarray, int] | None:
     return None
 
 
-def _plane_stats(plane: np.ndarray, model: NoiseModel, excluded: np.ndarray | None = None, rect: Rect | None = None) -> NoiseStats:
-    """Statistics of ``plane`` minus the pixels where ``excluded`` (a mask over ``rect``) is True."""
-    histogram = _integer_histogram(plane)
+def _canvas_histogram(canvas: Canvas) -> tuple[np.ndarray, int] | None:
+    # every condition of an image starts from the same whole-image histogram: count it once
+    if "histogram" not in canvas.memo:
+        canvas.memo["histogram"] = _integer_histogram(canvas.plane)
+    return canvas.memo["histogram"]
+
+
+def _plane_stats(canvas: Canvas, model: NoiseModel, excluded: np.ndarray | None = None, rect: Rect | None = None) -> NoiseStats:
+    """Statistics of the canvas's plane minus the pixels where ``excluded`` (a mask over ``rect``) is True."""
+    plane = canvas.plane
+    histogram = _canvas_histogram(canvas)
     if histogram is not None:
         counts, offset = histogram
         if excluded is not None:
             y0, y1, x0, x1 = rect
             inside = plane[y0:y1, x0:x1][excluded]
-            inside_counts = np.bincount(inside.astype(np.int64) - offset, minlength=counts.size)
-            remaining = counts - inside_counts
+            remaining = counts - _chunked_bincount(inside, counts.size, offset)
             if remaining.sum() > 0:
                 counts = remaining
         return _stats_from_histogram(counts, offset, model)
@@ -230,11 +241,11 @@ def noise_statistics(image: ImageLike, exclude: np.ndarray | None = None, model:
     """
     canvas = to_canvas(image)
     if exclude is None:
-        return _plane_stats(canvas.plane, model)
+        return _plane_stats(canvas, model)
     exclude = np.asarray(exclude, dtype=bool)
     if exclude.shape != canvas.plane.shape:
         raise ValueError(f"exclude: mask shape {exclude.shape} does not match the image shape {canvas.plane.shape}")
-    return _plane_stats(canvas.plane, model, exclude, (0, canvas.height, 0, canvas.width))
+    return _plane_stats(canvas, model, exclude, (0, canvas.height, 0, canvas.width))
 
 
 def _gaussian_kernel(sigma: float) -> np.ndarray:
@@ -282,11 +293,45 @@ def _work_dtype(dtype: np.dtype) -> type:
     return np.float32 if np.dtype(dtype) in (np.uint8, np.uint16, np.float32, np.float16) else np.float64
 
 
+_LEVEL_BITS = 16
+NOISE_SAMPLER = "normal-levels-16"
+"""Names the way matched noise is drawn from a generator; a runner keys cached generations of
+perturbed images by it, so images drawn another way are never mistaken for these."""
+
+
+@functools.lru_cache(maxsize=1)
+def normal_levels() -> np.ndarray:
+    """The standard normal as 2^16 equiprobable levels: the inverse CDF at the midpoints of
+    2^16 equal probability bins, rescaled to unit variance (ascending, float64).
+
+    Matched noise is drawn by picking levels with uniform 16-bit integers: the same Gaussian to
+    within 1.1·10⁻⁵ in the CDF (tails cut at ±4.3σ, a share of 1.5·10⁻⁵ of the draws), for a third of
+    the cost of the ziggurat sampler on a 2544×3056 frame, and with the centre, scale, clipping
+    and rounding applied to 65,536 levels instead of to every pixel.
+
+    >>> levels = normal_levels()
+    >>> levels.size, round(float(levels.mean()), 12), round(float(levels.var()), 12), round(float(levels[-1]), 2)
+    (65536, 0.0, 1.0, 4.33)
+    """
+    count = 1 << _LEVEL_BITS
+    inverse = statistics.NormalDist().inv_cdf
+    upper = np.array([inverse((i + 0.5) / count) for i in range(count // 2, count)])
+    levels = np.concatenate([-upper[::-1], upper])
+    levels /= math.sqrt(float(np.mean(levels**2)))
+    levels.flags.writeable = False
+    return levels
+
+
+def _noise_levels(stats: NoiseStats, dtype: type) -> np.ndarray:
+    return (stats.center + stats.scale * normal_levels()).astype(dtype)
+
+
+def _level_indices(rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
+    return rng.integers(0, 1 << _LEVEL_BITS, size=shape, dtype=np.uint16)
+
+
 def _draw(rng: np.random.Generator, shape: int | tuple[int, ...], stats: NoiseStats, dtype: type) -> np.ndarray:
-    noise = rng.standard_normal(shape, dtype=np.float32 if dtype is np.float32 else np.float64)
-    noise *= stats.scale
-    noise += stats.center
-    return noise
+    return _noise_levels(stats, dtype).take(_level_indices(rng, shape))
 
 
 def blend_noise(
@@ -318,15 +363,19 @@ def blend_noise(
     for ry0, ry1, rx0, rx1 in rects:
         mask[ry0 - y0 : ry1 - y0, rx0 - x0 : rx1 - x0] = True
     occluded = int(mask.sum())
-    stats = _plane_stats(plane, model, mask if model.stats_region == "outside" else None, region)
+    stats = _plane_stats(canvas, model, mask if model.stats_region == "outside" else None, region)
     bounds = value_range(plane)
     work = _work_dtype(plane.dtype)
     out = plane.copy()
     window = out[y0:y1, x0:x1]
     if model.blur_sigma == 0 and model.feather_sigma == 0:
+        levels = np.clip(_noise_levels(stats, work), bounds[0], bounds[1])
+        picks = _level_indices(rng, occluded)
+        if p == 1:  # replacement: clip and round the 65,536 levels, not the pixels
+            window[mask] = finish(levels, plane.dtype, bounds).take(picks)
+            return out, occluded
         original = window[mask].astype(work)
-        noise = np.clip(_draw(rng, occluded, stats, work), bounds[0], bounds[1])
-        window[mask] = finish(original + np.asarray(p, dtype=work) * (noise - original), plane.dtype, bounds)
+        window[mask] = finish(original + np.asarray(p, dtype=work) * (levels.take(picks) - original), plane.dtype, bounds)
         return out, occluded
     noise = _draw(rng, mask.shape, stats, work)
     if model.blur_sigma > 0:
@@ -364,9 +413,12 @@ def full_noise(
         return unchanged(image)
     canvas = to_canvas(image)
     plane = canvas.plane
-    stats = _plane_stats(plane, model)
+    stats = _plane_stats(canvas, model)
     bounds = value_range(plane)
     work = _work_dtype(plane.dtype)
+    if p == 1 and model.blur_sigma == 0:
+        levels = finish(np.clip(_noise_levels(stats, work), bounds[0], bounds[1]), plane.dtype, bounds)
+        return canvas.restore(levels.take(_level_indices(generator, plane.shape)))
     noise = _draw(generator, plane.shape, stats, work)
     if model.blur_sigma > 0:
         noise = gaussian_blur(noise, model.blur_sigma).astype(work, copy=False)

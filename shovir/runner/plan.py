@@ -3,7 +3,9 @@
 A *request* is one (sample, condition) to answer. A *call* is one distinct model input. Several
 requests share a call when their inputs are identical: p = 0 of every graded condition is the
 unperturbed image, and whole-image conditions (baseline, full noise, blank) do not depend on the
-target class, so all (image, class) samples of one image share them.
+target class, so all (image, class) samples of one image share them. Calls are listed image by
+image (every call that shows one image together), so the input pipeline decodes an image once for
+all of its conditions (:mod:`shovir.runner.inputs`).
 
 A call's **input key** hashes everything that determines the model input, by content: the shown
 image's bytes (a digest, so adding or reordering samples changes nothing), the intervention and
@@ -74,7 +76,11 @@ class Request:
 
 @dataclass
 class Call:
-    """One model input and the requests it answers."""
+    """One model input and the requests it answers.
+
+    ``row`` holds the question and report; ``image_row`` is the first row holding the shown image
+    (rows of one image share it: decode it from there once).
+    """
 
     key: str
     image_condition: str
@@ -84,6 +90,17 @@ class Call:
     donor_image_id: str | None
     with_report: bool
     requests: list[Request] = field(default_factory=list)
+    image_row: int = -1
+
+    def __post_init__(self) -> None:
+        if self.image_row < 0:
+            self.image_row = self.source_row
+
+    @property
+    def source_row(self) -> int:
+        """The row that describes the shown image: its boxes and target class (the donor's row
+        for a substitution)."""
+        return self.row if self.donor_row is None else self.donor_row
 
 
 @dataclass
@@ -204,6 +221,11 @@ def build_plan(
             requests.append(request)
             if key not in calls:
                 calls[key] = Call(key, shown, spec.image_p, row, None if donor_id is None else first_row[donor_id],
-                                  donor_id, spec.with_report)
+                                  donor_id, spec.with_report, image_row=first_row[source])
             calls[key].requests.append(request)
-    return Plan(list(calls.values()), requests, skipped, pairing)
+    # image by image: the input pipeline then decodes each image once for all of its conditions
+    first_call: dict[int, int] = {}
+    for index, call in enumerate(calls.values()):
+        first_call.setdefault(call.image_row, index)
+    ordered = sorted(enumerate(calls.values()), key=lambda item: (first_call[item[1].image_row], item[0]))
+    return Plan([call for _, call in ordered], requests, skipped, pairing)

@@ -2,7 +2,8 @@
 
 Launch with ``shovir run`` in one process, or ``accelerate launch -m shovir.cli run ...`` on
 several GPUs (or ``ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ...`` on
-CPU). Calls are split by stride (call ``i`` goes to rank ``i % world_size``); each rank appends
+CPU). Ranks receive whole images (every call showing one image goes to one rank, which decodes
+it once: :mod:`shovir.runner.inputs`); each rank appends
 its generations to its own JSONL file, flushed batch by batch. Generations are cached by what
 determines them (:func:`shovir.runner.plan.generation_key`), so a restart — or a sweep that adds
 models, conditions or samples — makes only the generations that do not exist yet. When all ranks
@@ -38,11 +39,12 @@ from typing import Any, Callable
 
 from shovir.conditions import KINDS
 from shovir.data import build
-from shovir.models import Message, ModelAdapter, adapter_class
-from shovir.perturb import AUTHORS_PADCHEST_BOX_SIZES, Condition, EmpiricalBoxSizes, NoiseModel
+from shovir.models import ModelAdapter, adapter_class
+from shovir.perturb import AUTHORS_PADCHEST_BOX_SIZES, NOISE_SAMPLER, Condition, EmpiricalBoxSizes, NoiseModel
 from shovir.runner.config import SweepConfig
+from shovir.runner.inputs import InputPipeline, shard_calls
 from shovir.runner.lock import RunLock, RunLocked
-from shovir.runner.plan import Call, Plan, build_plan, generation_key, message_seed
+from shovir.runner.plan import Plan, build_plan, generation_key, message_seed
 from shovir.runner.records import GenerationRecord, Prediction
 from shovir.runner.store import GenerationStore
 
@@ -154,54 +156,6 @@ def _conditions(config: SweepConfig, dataset: Any) -> tuple[dict[tuple[str, floa
         if key not in out:
             out[key] = Condition(key[0], key[1], seed=config.seed, noise=noise, box_sizes=sizes)
     return out, sizes
-
-
-def _messages(batch: list[Call], dataset: Any, conditions: dict, prompt: str | None, seeds: list[int]) -> list[Message]:
-    rows = sorted({call.row for call in batch} | {call.donor_row for call in batch if call.donor_row is not None})
-    fetched = dataset[rows]
-    position = {row: i for i, row in enumerate(rows)}
-    columns = list(fetched)
-    messages = []
-    for call, seed in zip(batch, seeds):
-        row = {name: fetched[name][position[call.row]] for name in columns}
-        source = row if call.donor_row is None else {name: fetched[name][position[call.donor_row]] for name in columns}
-        image, _ = conditions[(call.image_condition, call.p)].apply(source["image"], source)
-        messages.append(Message(images=[image], prompt=row.get("question") or prompt,
-                                report=row.get("report") if call.with_report else None, options=row.get("options") or None,
-                                seed=seed))
-    return messages
-
-
-def _identity(item: Any) -> Any:
-    return item
-
-
-class _Batches:
-    """Batches of (calls, messages), prepared by ``workers`` background processes when asked.
-
-    Decoding and perturbing images is CPU work independent of the model: with workers it runs
-    ahead of generation (a torch DataLoader over batches), otherwise inline.
-    """
-
-    def __init__(self, calls: list[Call], seeds: dict[str, int], batch_size: int, dataset: Any, conditions: dict,
-                 prompt: str | None) -> None:
-        self.batches = [calls[i: i + batch_size] for i in range(0, len(calls), batch_size)]
-        self.seeds, self.dataset, self.conditions, self.prompt = seeds, dataset, conditions, prompt
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, index: int) -> tuple[list[Call], list[Message]]:
-        batch = self.batches[index]
-        return batch, _messages(batch, self.dataset, self.conditions, self.prompt, [self.seeds[c.key] for c in batch])
-
-    def iterate(self, workers: int) -> Any:
-        if workers <= 0 or len(self) < 2:
-            return (self[i] for i in range(len(self)))
-        from torch.utils.data import DataLoader
-
-        return iter(DataLoader(self, batch_size=None, num_workers=min(workers, len(self)), prefetch_factor=4,
-                               collate_fn=_identity))
 
 
 def placement_options(cls: type, options: dict[str, Any], state: Any) -> dict[str, Any]:
@@ -326,8 +280,10 @@ def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, 
 
     dataset, report = load_dataset_for(config, cache_dir)
     metadata = dataset.remove_columns([c for c in dataset.column_names if c == "image"])[:]
+    images = dataset.select_columns(["image"]) if "image" in dataset.column_names else dataset
     conditions, sizes = _conditions(config, dataset)
-    perturbation = {"noise": config.noise, "box_sizes": None if sizes is None else repr(sizes)}
+    perturbation = {"noise": config.noise, "box_sizes": None if sizes is None else repr(sizes),
+                    "sampler": NOISE_SAMPLER}
     plan: Plan = build_plan(metadata, config.conditions, config.seed, config.prompt, image_digests(dataset), perturbation)
     run_info: dict[str, Any] = {
         "schema": RUN_SCHEMA, "status": "running", "config": config.as_dict(), "config_hash": config.hash(),
@@ -365,7 +321,7 @@ def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, 
             run_info["models"][spec.alias] = {"adapter": spec.name, "model_hash": model_hash, "status": "running",
                                               "calls": len(plan.calls), "reused": reused, "config": model.config()}
             _write_json(out_dir / "run.json", run_info)
-        mine = [call for i, call in enumerate(plan.calls) if i % state.num_processes == state.process_index]
+        mine = shard_calls(plan.calls, state.num_processes, state.process_index)
         pending = [call for call in mine if keys[call.key] not in finished]
         if 0 < reused < len(plan.calls):
             log(f"{spec.alias}: resuming: {reused}/{len(plan.calls)} generations done")
@@ -376,7 +332,8 @@ def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, 
         with store.writer(state.process_index) as writer:
             # a server adapter keeps max_concurrency requests in flight only if a batch holds that many
             batch_size = max(config.batch_size, int(getattr(model, "max_concurrency", 1) or 1))
-            for batch, messages in _Batches(pending, seeds, batch_size, dataset, conditions, config.prompt).iterate(workers):
+            pipeline = InputPipeline(pending, seeds, images, metadata, conditions, config.prompt)
+            for batch, messages in pipeline.batches(batch_size, workers):
                 generations = model.generate(messages)
                 if len(generations) != len(batch):
                     raise RuntimeError(f"{spec.alias} returned {len(generations)} generations for {len(batch)} inputs")
