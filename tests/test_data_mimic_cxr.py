@@ -303,7 +303,7 @@ def exported(tmp_path_factory):
 
 def test_dataset_script_exports_parquet_and_report(exported):
     _, out = exported
-    table = pq.read_table(out / "mimic_cxr.parquet")
+    table = pq.read_table(out / "mimic_cxr" / "test.parquet")
     assert sorted(table.column("image_id").to_pylist()) == sorted([D1, D2])
     report = json.loads((out / "mimic_cxr.build_report.json").read_text())
     assert (report["read"], report["kept"]) == (2, 2)
@@ -311,10 +311,39 @@ def test_dataset_script_exports_parquet_and_report(exported):
 
 def test_exported_parquet_is_self_contained(exported):
     tmp_path, out = exported
-    table = pq.read_table(out / "mimic_cxr.parquet")
+    table = pq.read_table(out / "mimic_cxr" / "test.parquet")
     images = dict(zip(table.column("image_id").to_pylist(), table.column("image").to_pylist()))
     # The exact bytes of the source JPEGs are embedded (no re-encoding), so the file stands alone.
     root = tmp_path / "files"
     assert images[D1]["bytes"] == (root / D1_PATH).read_bytes()
     assert images[D2]["bytes"] == (root / D2_PATH).read_bytes()
     assert not any(str(tmp_path) in (image["path"] or "") for image in images.values())
+
+
+def test_a_duplicated_dicom_key_is_an_error_naming_it(tmp_path):
+    root, meta_file = write_fixture(tmp_path)
+    text = meta_file.read_text()
+    second = json.dumps({D2: entry(D2_PATH, [REGION_A], D2_LABELS)})[1:-1]
+    meta_file.write_text(text[:-1] + ", " + second + "}")  # D2 twice: json alone keeps the last
+    with pytest.raises(ValueError, match=f"key '{D2}' appears twice"):
+        build(tmp_path, root, meta_file)
+    with pytest.raises(ValueError, match=f"key '{D2}' appears twice"):
+        read_shovir_metadata(meta_file)
+
+
+def test_normalised_boxes_are_refused_as_pixels_and_scaled_on_request(tmp_path):
+    root, meta_file = write_fixture(tmp_path)
+    metadata = json.loads(meta_file.read_text())
+    metadata[D2]["regions"] = [{"anatomy": "left lung", "bbox": [0.25, 0.5, 0.75, 1.0], "findings": ["Lung Opacity"]}]
+    meta_file.write_text(json.dumps(metadata))
+    with pytest.raises(ValueError, match=r"looks normalised .* pass box_units='normalized'"):
+        build(tmp_path, root, meta_file)
+    dataset, report = build(tmp_path, root, meta_file, on_error="skip")
+    assert report.skipped.get("normalized_box") == 1 and dataset["image_id"] == [D1]
+    # as fractions of the 64x48 image: x 16..48, y 24..48; D1's pixel boxes now fall outside
+    scaled, report = build(tmp_path, root, meta_file, box_units="normalized", on_error="skip")
+    assert scaled["image_id"] == [D2] and report.skipped.get("box_outside_image") == 1
+    row = 0
+    assert [(b["x_min"], b["y_min"], b["x_max"], b["y_max"]) for b in scaled[row]["boxes"]] == [(16.0, 24.0, 48.0, 48.0)]
+    with pytest.raises(ValueError, match="box_units must be 'pixels' or 'normalized'"):
+        build(tmp_path, root, meta_file, box_units="fractions")

@@ -511,7 +511,7 @@ def test_export_embeds_16_bit_png_bytes(tmp_path):
         "--data-dir", str(data_dir), "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--rows", "pairs",
         "--set", "min_images_per_class=0", "--set", "verifier=test-keywords",
     ]) == 0
-    table = pq.read_table(out / "padchest_gr.parquet")
+    table = pq.read_table(out / "padchest_gr" / "test.parquet")
     # MAIN keeps only Cardiomegaly after verification; GOOD has Cardiomegaly.
     assert sorted(table.column("sample_id").to_pylist()) == ["good.png::Cardiomegaly", "img_main.png::Cardiomegaly"]
     for image_id, image in zip(table.column("image_id").to_pylist(), table.column("image").to_pylist()):

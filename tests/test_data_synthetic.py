@@ -436,10 +436,17 @@ def test_build_helper_and_export_script(tmp_path):
     assert report.kept == 4 and all(np.asarray(im).shape == (128, 128) for im in dataset["image"])
     assert export_main("synthetic", ["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache2"),
                                      "--set", "n_images=3", "--set", "image_size=128"]) == 0
-    exported = datasets.Dataset.from_parquet(str(tmp_path / "out" / "synthetic.parquet"))
+    exported = datasets.Dataset.from_parquet(str(tmp_path / "out" / "synthetic" / "test.parquet"))
     assert len(exported) == 3 and exported[0]["image_id"] == "syn-00000"
     assert json.loads((tmp_path / "out" / "synthetic.build_report.json").read_text())["kept"] == 3
     assert Image.open(io.BytesIO(_png_bytes(exported)[0])).format == "PNG"
+    # the folder loads as it is: the build report sits beside it
+    loaded = datasets.load_dataset("parquet", data_dir=str(tmp_path / "out" / "synthetic"),
+                                   cache_dir=str(tmp_path / "cache3"))
+    assert list(loaded) == ["test"] and loaded["test"]["image_id"] == exported["image_id"]
+    with pytest.raises(FileExistsError, match="already holds files"):
+        export_main("synthetic", ["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache2"),
+                                  "--set", "n_images=3", "--set", "image_size=128"])
 
 
 def test_documented_cooccurrence_table_matches_the_code():

@@ -369,11 +369,11 @@ def run_script(tmp_path: Path, monkeypatch) -> Path:
 
 def test_dataset_script_exports_parquet(tmp_path, monkeypatch):
     out = run_script(tmp_path, monkeypatch)
-    exported = pq.read_table(out / "vqa.parquet").to_pylist()
+    exported = pq.read_table(out / "vqa" / "test.parquet").to_pylist()
     assert [(r["sample_id"], r["answer"], r["options"]) for r in exported] == [("ok", "no", []), ("ok2", "yes", [])]
     assert json.loads((out / "vqa.build_report.json").read_text())["kept"] == 2
 
 
 def test_exported_parquet_embeds_image_bytes(tmp_path, monkeypatch):
     out = run_script(tmp_path, monkeypatch)
-    assert pq.read_table(out / "vqa.parquet").to_pylist()[0]["image"]["bytes"]
+    assert pq.read_table(out / "vqa" / "test.parquet").to_pylist()[0]["image"]["bytes"]

@@ -222,7 +222,7 @@ def test_data_build_synthetic_writes_an_export(wheel_env: WheelEnv) -> None:
     out = wheel_env.out / "export"
     wheel_env.ok(["shovir", "data", "build", "synthetic", "--set", "n_images=4", "--out", str(out),
                   "--cache-dir", str(wheel_env.out / "datasets")])
-    table = pq.read_table(out / "synthetic.parquet")
+    table = pq.read_table(out / "synthetic" / "test.parquet")
     assert table.num_rows == 4
     assert sorted(table.column("image_id").to_pylist()) == [f"syn-{i:05d}" for i in range(4)]
     report = json.loads((out / "synthetic.build_report.json").read_text())

@@ -40,6 +40,7 @@ __all__ = [
     "resolve_inside",
     "load_image",
     "files_sha256",
+    "read_json",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -180,6 +181,53 @@ def files_sha256(paths: Iterable[str | os.PathLike | None]) -> str | None:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest() if found else None
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def read_json(path: str | os.PathLike, field: str) -> Any:
+    """Parse the JSON file ``path`` (the builder option ``field``), refusing duplicate keys.
+
+    Python's :mod:`json` keeps the last of two equal keys and drops the first without a word; a
+    metadata file keyed by DICOM id would silently lose an image. Here a duplicate is an error that
+    names it.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+    ...     _ = f.write('{"d1": {"report": "a"}, "d1": {"report": "b"}}')
+    >>> read_json(f.name, "metadata_file")
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata_file ...: key 'd1' appears twice in one object; every key must be unique (merge or rename the entries)
+    >>> os.remove(f.name)
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{field} {str(path)!r} not found (absolute, or relative to the working directory)")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle, object_pairs_hook=_refuse_duplicate_keys)
+    except _DuplicateKey as duplicate:
+        raise ValueError(f"{field} {str(path)!r}: key {duplicate.key!r} appears twice in one object; every key must be "
+                         "unique (merge or rename the entries)") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{field} {str(path)!r} is not valid JSON: line {error.lineno}, column {error.colno} "
+                         f"({error.msg})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{field} {str(path)!r} is not UTF-8 text: {error}") from None
 
 
 def load_image(path: Path, verify: bool = True) -> tuple[int, int]:

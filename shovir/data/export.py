@@ -1,7 +1,13 @@
 """Command-line export shared by ``dataset_scripts/<name>.py`` and ``shovir data build``.
 
-Builds one registered dataset from its sources and writes it as Parquet (images embedded as
-bytes, portable) or as an Arrow dataset folder (``save_to_disk``), plus ``build_report.json``.
+Builds one registered dataset from its sources and writes it under ``OUT``::
+
+    OUT/<name>/test.parquet           Parquet, images embedded as bytes (portable), or
+    OUT/<name>/                       an Arrow dataset folder (``save_to_disk``)
+    OUT/<name>.build_report.json      what was kept and skipped, by reason
+
+The build report sits beside the data folder, not in it, so the folder loads as it is:
+``datasets.load_dataset("parquet", data_dir="OUT/<name>")`` or ``datasets.load_from_disk``.
 Builder options pass through as ``--set key=value`` (values parsed as JSON when they parse).
 """
 
@@ -38,19 +44,22 @@ def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def export(name: str, out: str | Path, fmt: str = "parquet", **build_kwargs: Any) -> Path:
-    """Build dataset ``name`` and write it under ``out``; return the path written."""
+    """Build dataset ``name`` and write it under ``out`` (layout in the module docstring); return
+    the data folder."""
     if fmt not in ("parquet", "arrow"):
         raise ValueError(f"format must be 'parquet' or 'arrow', got {fmt!r}")
     dataset, report = build(name, **build_kwargs)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    target = out / name
+    if target.exists() and any(target.iterdir()):
+        raise FileExistsError(f"{target} already holds files; choose another --out or remove it first "
+                              "(an export never mixes two builds)")
+    target.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
         # Builders store image files by path; embed the bytes so the export stands alone.
         dataset = dataset.with_format("arrow").map(embed_table_storage, batched=True, keep_in_memory=True)
-        target = out / f"{name}.parquet"
-        dataset.to_parquet(str(target))
+        dataset.to_parquet(str(target / f"{build_kwargs.get('split', 'test')}.parquet"))
     else:
-        target = out / name
         dataset.save_to_disk(str(target))
     (out / f"{name}.build_report.json").write_text(json.dumps(report.as_dict(), indent=2))
     print(f"{name}: {len(dataset)} rows -> {target} ({report.summary()})")

@@ -29,8 +29,13 @@ Where this builder deliberately differs from the authors' code (reference §9):
 * **Boxes are not clipped silently.** The authors' ``_clip_bbox`` (reference §4.4) guessed
   normalised coordinates when all four values lay in [0, 1], truncated with ``int()``, clamped
   to the image and silently dropped degenerate boxes at perturbation time. Here coordinates are
-  always pixels, a box outside the image or degenerate is an error, and ``clip_boxes=True``
-  clamps to the image with every clipped box counted in ``notes["clipped_boxes"]``.
+  pixels unless ``box_units="normalized"`` says otherwise (then they are scaled by the image size
+  read from its header); a pixel box whose four coordinates all lie in [0, 1] is refused as
+  ``normalized_box`` (it would occlude one pixel), a box outside the image or degenerate is an
+  error, and ``clip_boxes=True`` clamps to the image with every clipped box counted in
+  ``notes["clipped_boxes"]``.
+* **A duplicated DICOM key is an error** naming the key: :mod:`json` alone keeps the last entry
+  and loses the first.
 * **The DOCO context filter is computed here, once, for every target class** (defects 9, 17,
   18): the authors' per-class files were built by a script that is not in their repository and
   filtered with a hand-edited one (``filter_bbox_doco.py``). See
@@ -43,14 +48,13 @@ Where this builder deliberately differs from the authors' code (reference §9):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from shovir.data._base import GroundedBuilder, GroundedConfig, files_sha256, load_image
+from shovir.data._base import GroundedBuilder, GroundedConfig, files_sha256, load_image, read_json
 
 __all__ = ["MimicCXRConfig", "MimicCXR", "parse_mimic_path", "read_shovir_metadata"]
 
@@ -147,11 +151,7 @@ def _load_json_object(path: str | os.PathLike) -> dict[str, Any]:
             f"metadata_file {str(path)!r} not found; pass the ShoViR metadata JSON "
             "(e.g. mimic_test_annotation.json) as metadata_file=, absolute or relative to the working directory"
         )
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"metadata_file {str(path)!r} is not valid JSON: {error}") from error
+    data = read_json(path, "metadata_file")
     if not isinstance(data, dict):
         raise ValueError(
             f"metadata_file {str(path)!r}: expected a JSON object keyed by DICOM id, got a {type(data).__name__}"
@@ -199,6 +199,8 @@ class MimicCXRConfig(GroundedConfig):
             or relative to the working directory. ``data_dir`` is the MIMIC-CXR-JPG ``files/`` root.
         clip_boxes: clip region boxes that reach outside the image to its borders (counted in
             ``notes["clipped_boxes"]``) instead of treating them as errors.
+        box_units: ``"pixels"`` (the ShoViR metadata) or ``"normalized"`` (fractions of the
+            image width and height, scaled to pixels here).
         rows, on_error, iou_threshold, iou_inclusive, drop_pairs_without_context, verify_images:
             see :class:`shovir.data._base.GroundedConfig`.
     """
@@ -207,11 +209,18 @@ class MimicCXRConfig(GroundedConfig):
         self,
         metadata_file: str | None = None,
         clip_boxes: bool = False,
+        box_units: str = "pixels",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.metadata_file = None if metadata_file is None else str(metadata_file)
         self.clip_boxes = bool(clip_boxes)
+        self.box_units = box_units
+
+    def check(self) -> None:
+        super().check()
+        if self.box_units not in ("pixels", "normalized"):
+            raise ValueError(f"box_units must be 'pixels' or 'normalized', got {self.box_units!r}")
 
 
 class MimicCXR(GroundedBuilder):
@@ -277,7 +286,8 @@ class MimicCXR(GroundedBuilder):
                 )
                 continue
             size = None
-            if self.config.clip_boxes:
+            normalized = self.config.box_units == "normalized"
+            if self.config.clip_boxes or normalized:
                 size = self._header_size(path, key)
                 if size is None:
                     self._report.read += 1
@@ -296,7 +306,17 @@ class MimicCXR(GroundedBuilder):
                     empty_here += 1
                     continue
                 x1, y1, x2, y2 = (float(v) for v in region["bbox"])
-                if size is not None:
+                if normalized:
+                    height, width = size
+                    x1, x2, y1, y2 = x1 * width, x2 * width, y1 * height, y2 * height
+                elif max(x1, y1, x2, y2) <= 1.0:
+                    self._reject_item("normalized_box", key,
+                                      f"entry {key!r}: regions[{index}].bbox {region['bbox']!r} looks normalised (every "
+                                      "coordinate in [0, 1]) but box_units is 'pixels'; pass box_units='normalized' if "
+                                      "the file holds fractions of the image size")
+                    bad = True
+                    break
+                if self.config.clip_boxes:
                     height, width = size
                     clipped_box = (max(0.0, x1), max(0.0, y1), min(float(width), x2), min(float(height), y2))
                     if clipped_box != (x1, y1, x2, y2):

@@ -85,7 +85,7 @@ from shovir import labels as L
 from shovir.conditions import closest
 from shovir.registry import Registry
 from shovir.boxes import validate_box
-from shovir.data._base import GroundedBuilder, GroundedConfig, files_sha256
+from shovir.data._base import GroundedBuilder, GroundedConfig, files_sha256, read_json
 
 __all__ = [
     "PadChestGRConfig",
@@ -409,11 +409,7 @@ class PadChestGR(GroundedBuilder):
             raise FileNotFoundError(
                 f"grounded_reports {str(path)!r} not found (absolute, or relative to the working directory)"
             )
-        try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"grounded_reports {str(path)!r} is not valid JSON: {error}") from error
+        data = read_json(path, "grounded_reports")
         if not isinstance(data, list):
             raise ValueError(
                 f"grounded_reports {str(path)!r}: expected a JSON list of studies "
