@@ -213,10 +213,19 @@ def test_area_matched_ro_through_condition_matches_disease_area():
 # -- counterfactuals --------------------------------------------------------------------------
 
 
-def test_blank_is_uniform_gray_in_every_type():
-    assert (blank(np.zeros((3, 3), np.uint8)) == 128).all()
-    assert blank(Image.new("L", (4, 4), 9)).getextrema() == (128, 128)
-    assert blank(np.zeros((2, 2), np.float32))[0, 0] == pytest.approx(128 / 255)
+def test_blank_is_the_papers_gray_224_rgb_image_or_keeps_the_input_on_request():
+    # Beyond Accuracy §3.3 / Algorithm 1: GrayImage(224x224), RGB [128, 128, 128], whatever the input
+    for source in (Image.new("L", (4, 4), 9), Image.new("I;16", (2544, 3056)), Image.new("RGB", (640, 480))):
+        paper = blank(source)
+        assert (paper.mode, paper.size, paper.getextrema()) == ("RGB", (224, 224), ((128, 128),) * 3)
+    assert blank(np.zeros((3, 5), np.uint16)).shape == (224, 224)
+    assert (blank(np.zeros((3, 3), np.uint8), size=None) == 128).all()
+    assert blank(Image.new("L", (4, 4), 9), size=None).getextrema() == (128, 128)
+    assert blank(np.zeros((2, 2), np.float32), size=None)[0, 0] == pytest.approx(128 / 255)
+    assert blank(np.zeros((2, 2), np.uint8), size=(3, 1)).shape == (1, 3)
+    for bad in ((224,), (0, 224), (224.0, 224), "224x224", (True, 2)):
+        with pytest.raises(ValueError, match=r"size must be \(width, height\)"):
+            blank(np.zeros((2, 2), np.uint8), size=bad)
 
 
 def test_shuffle_is_a_deterministic_derangement_independent_of_order():

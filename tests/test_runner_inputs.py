@@ -91,3 +91,35 @@ def test_bad_sizes_are_refused(sweep):
         chunk_calls(plan.calls, 0)
     with pytest.raises(ValueError, match="batch_size must be at least 1"):
         next(InputPipeline(plan.calls, {}, None, rows, conditions, None).batches(0))
+
+
+def test_blank_mode_and_swap_ssim_guard_are_sweep_options():
+    from shovir.conditions import ConditionSpec
+    from shovir.runner.config import SweepConfig
+
+    base = {"dataset": "synthetic", "models": ["reference-prior"], "conditions": "beyond_accuracy"}
+    assert SweepConfig.from_dict(base).blank == "paper"
+    assert SweepConfig.from_dict({**base, "blank": "input", "swap_ssim_below": 0.9}).swap_ssim_below == 0.9
+    for key, bad in (("blank", "small"), ("swap_ssim_below", 1.5), ("swap_ssim_below", True), ("swap_ssim_below", "0.9")):
+        with pytest.raises(ValueError, match=f"sweep config: {key} must be"):
+            SweepConfig.from_dict({**base, key: bad})
+    # the blank image's form keys its generations: a run that changes it never reuses the other's
+    columns = {"image_id": ["a"], "sample_id": ["a"]}
+    keys = {mode: build_plan(columns, [ConditionSpec("blank")], 0, perturbation={"blank": mode}).calls[0].key
+            for mode in ("paper", "input")}
+    assert keys["paper"] != keys["input"]
+
+    # ModaLens §2: no swap pair may exceed SSIM 0.9. Study b is a copy of a (SSIM 1): with the
+    # guard, a is never paired with b; without it, some seeds pair them.
+    rng = np.random.default_rng(0)
+    pixels = {"a": rng.integers(0, 256, (64, 64), dtype=np.uint8), "c": rng.integers(0, 256, (64, 64), dtype=np.uint8)}
+    pixels["b"] = pixels["a"].copy()
+    columns = {"image_id": ["a", "b", "c"], "sample_id": ["a", "b", "c"], "patient_id": ["p"] * 3,
+               "study_id": ["s1", "s2", "s3"], "labels": [[0] * 13 + [1], [0, 1] + [0] * 12, [0, 0, 1] + [0] * 11]}
+
+    def donor_of_a(seed, guard):
+        plan = build_plan(columns, [ConditionSpec("swap")], seed, swap_ssim_below=guard, load_image=pixels.__getitem__)
+        return next(call.donor_image_id for call in plan.calls if call.row == 0)
+
+    assert {donor_of_a(seed, 0.9) for seed in range(8)} == {"c"}
+    assert "b" in {donor_of_a(seed, None) for seed in range(8)}

@@ -20,6 +20,7 @@ ModaLens §2 (same-patient swap).
 from shovir.perturb._image import Canvas, prepare
 from shovir.perturb._rng import sample_key, sample_rng
 from shovir.perturb.counterfactual import (
+    PAPER_BLANK_SIZE,
     ImageSubstitution,
     SwapChoice,
     blank,
@@ -55,6 +56,7 @@ __all__ = [
     "NOISE_SAMPLER",
     "NoiseModel",
     "NoiseStats",
+    "PAPER_BLANK_SIZE",
     "RandomBoxPlan",
     "SwapChoice",
     "blank",

@@ -1,6 +1,7 @@
 """Whole-image counterfactuals of the VQA protocols.
 
-* :func:`blank` — a uniform gray image of the same size (Beyond Accuracy §3.3, "blank").
+* :func:`blank` — a uniform gray image: 224×224 RGB [128, 128, 128] as Beyond Accuracy §3.3
+  specifies, or of the input's size and mode on request.
 * :func:`shuffle_pairs` — each image replaced by another sample's image through a deterministic
   derangement, so no sample ever keeps its own image (Beyond Accuracy §3.3, "shuffled").
 * :func:`swap_pairs` — each study replaced by a *different study of the same patient* whose
@@ -21,32 +22,56 @@ from shovir import labels as L
 from shovir.perturb._image import ImageLike, to_canvas
 from shovir.perturb._rng import sample_rng
 
-__all__ = ["blank", "shuffle_pairs", "SwapChoice", "swap_pairs", "structural_similarity", "ImageSubstitution"]
+__all__ = ["PAPER_BLANK_SIZE", "blank", "shuffle_pairs", "SwapChoice", "swap_pairs", "structural_similarity", "ImageSubstitution"]
 
 BLANK_GRAY_8BIT = 128
+PAPER_BLANK_SIZE = (224, 224)
+"""Width and height of the blank image of Beyond Accuracy §3.3 (Algorithm 1: GrayImage(224×224))."""
 
 
-def blank(image: ImageLike) -> ImageLike:
-    """A uniform gray image with the size, dtype and mode of ``image``: 128 on the 8-bit scale
-    (32896 = 128·257 for 16-bit data, 128/255 for float images in [0, 1]).
+def blank(image: ImageLike, size: tuple[int, int] | None = PAPER_BLANK_SIZE) -> ImageLike:
+    """The *blank* counterfactual of Beyond Accuracy §3.3: a uniform gray image, 128 on the 8-bit
+    scale.
 
-    >>> blank(np.zeros((2, 3), np.uint16)).tolist()
+    By default it is the paper's image, 224×224 RGB [128, 128, 128], whatever the input: a
+    dynamic-resolution model would otherwise see as many visual tokens as the real image gives
+    it, which is not the condition the paper measured. ``size=None`` keeps the input's size, dtype
+    and mode instead (32896 = 128·257 for 16-bit data, 128/255 for float images in [0, 1]). A
+    numpy input gives a 2-D gray plane (numpy images here are single-channel planes).
+
+    >>> blank(Image.new("L", (1000, 800))).size, blank(Image.new("L", (1000, 800))).getpixel((0, 0))
+    ((224, 224), (128, 128, 128))
+    >>> blank(np.zeros((2, 3), np.uint16), size=None).tolist()
     [[32896, 32896, 32896], [32896, 32896, 32896]]
-    >>> blank(Image.new("RGB", (2, 2))).getpixel((0, 0))
+    >>> blank(Image.new("RGB", (2, 2)), size=None).getpixel((0, 0))
     (128, 128, 128)
     """
     canvas = to_canvas(image)
+    if size is not None:
+        width, height = _check_size(size)
+        if canvas.pil_mode is not None:
+            return Image.new("RGB", (width, height), (BLANK_GRAY_8BIT,) * 3)
+        return np.full((height, width), _gray_value(canvas.plane), dtype=canvas.plane.dtype)
     if canvas.pil_mode is not None and canvas.pil_mode not in ("L", "I;16", "I", "F"):
         source = canvas.source
         return Image.new(source.mode, source.size, (BLANK_GRAY_8BIT,) * len(source.getbands()))
     plane = canvas.plane
+    return canvas.restore(np.full(plane.shape, _gray_value(plane), dtype=plane.dtype))
+
+
+def _gray_value(plane: np.ndarray) -> float:
     if plane.dtype == np.uint8:
-        value: float = BLANK_GRAY_8BIT
-    elif plane.dtype.kind in "iu":
-        value = BLANK_GRAY_8BIT * 257
-    else:
-        value = BLANK_GRAY_8BIT / 255 if plane.min() >= 0 and plane.max() <= 1 else BLANK_GRAY_8BIT
-    return canvas.restore(np.full(plane.shape, value, dtype=plane.dtype))
+        return BLANK_GRAY_8BIT
+    if plane.dtype.kind in "iu":
+        return BLANK_GRAY_8BIT * 257
+    return BLANK_GRAY_8BIT / 255 if plane.min() >= 0 and plane.max() <= 1 else BLANK_GRAY_8BIT
+
+
+def _check_size(size: Any) -> tuple[int, int]:
+    if (not isinstance(size, (tuple, list)) or len(size) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in size)):
+        raise ValueError(f"size must be (width, height), two positive integers, or None for the input's size; got {size!r}")
+    return int(size[0]), int(size[1])
 
 
 def shuffle_pairs(image_ids: Sequence[str], seed: int = 0) -> dict[str, str]:

@@ -26,7 +26,7 @@ import numpy as np
 from shovir.conditions import KINDS
 from shovir.perturb._image import ImageLike, to_canvas, unchanged
 from shovir.perturb._rng import sample_rng
-from shovir.perturb.counterfactual import blank
+from shovir.perturb.counterfactual import PAPER_BLANK_SIZE, blank
 from shovir.perturb.noise import NoiseModel, _check_p, blend_noise, full_noise
 from shovir.perturb.occlusion import (
     ClippedNormalBoxSizes,
@@ -63,6 +63,8 @@ class Condition:
         noise_per_p: include p in the random key (see the module docstring).
         max_tries: RO placement attempts per box.
         image_column: the column holding the image.
+        blank_size: ``(width, height)`` of the ``blank`` image (default the paper's 224×224 RGB);
+            ``None`` keeps each input's size and mode.
 
     Rows need ``image_id``; ``oco`` needs ``disease_boxes``, ``doco`` needs ``context_boxes``
     (per-pair rows, ``rows="pairs"``); ``ro`` avoids every box in ``boxes``; ``ro_area`` also needs
@@ -81,6 +83,7 @@ class Condition:
     noise_per_p: bool = field(default=False, repr=False)
     max_tries: int = field(default=100, repr=False)
     image_column: str = field(default="image", repr=False)
+    blank_size: tuple[int, int] | None = field(default=PAPER_BLANK_SIZE, repr=False)
 
     def __post_init__(self) -> None:
         if self.name not in CONDITIONS:
@@ -186,7 +189,7 @@ def apply_baseline(condition: Condition, image: ImageLike, row: Mapping[str, Any
 
 def apply_blank(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:
     """Beyond Accuracy §3.3: :func:`shovir.perturb.blank`."""
-    return blank(image), info
+    return blank(image, condition.blank_size), info
 
 
 def apply_full_noise(condition: Condition, image: ImageLike, row: Mapping[str, Any], info: dict[str, Any]) -> tuple[ImageLike, dict[str, Any]]:

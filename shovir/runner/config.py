@@ -37,7 +37,8 @@ from shovir.conditions import STRENGTHS, ConditionSpec, closest, expand_conditio
 
 __all__ = ["STRENGTHS", "ConditionSpec", "ModelSpec", "SweepConfig", "default_alias", "parse_value", "parse_options"]
 
-_KEYS = ("dataset", "models", "conditions", "seed", "batch_size", "noise", "box_sizes", "prompt", "limit")
+_KEYS = ("dataset", "models", "conditions", "seed", "batch_size", "noise", "box_sizes", "blank", "swap_ssim_below",
+         "prompt", "limit")
 _ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,119}$")
 
 
@@ -174,6 +175,8 @@ class SweepConfig:
     box_sizes: str = "dataset"
     prompt: str | None = None
     limit: int | None = None
+    blank: str = "paper"
+    swap_ssim_below: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SweepConfig":
@@ -211,9 +214,17 @@ class SweepConfig:
         prompt = data.get("prompt")
         if prompt is not None and not isinstance(prompt, str):
             raise ValueError(f"sweep config: prompt must be a string, got {prompt!r}")
+        blank = data.get("blank", "paper")
+        if blank not in ("paper", "input"):
+            raise ValueError(f"sweep config: blank must be 'paper' (224x224 RGB gray, Beyond Accuracy §3.3) or 'input' "
+                             f"(the input's size and mode), got {blank!r}")
+        ssim = data.get("swap_ssim_below")
+        if ssim is not None and (isinstance(ssim, bool) or not isinstance(ssim, (int, float)) or not 0 < ssim <= 1):
+            raise ValueError(f"sweep config: swap_ssim_below must be a number in (0, 1] (ModaLens used 0.9) or absent, "
+                             f"got {ssim!r}")
         return cls(dataset, _models(data["models"]), expand_conditions(data["conditions"], presets()),
                    _integer(data, "seed", 3, 0), _integer(data, "batch_size", 16, 1), noise, box_sizes, prompt,
-                   _integer(data, "limit", None, 1))
+                   _integer(data, "limit", None, 1), blank, None if ssim is None else float(ssim))
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> "SweepConfig":
@@ -269,6 +280,8 @@ class SweepConfig:
             "box_sizes": self.box_sizes,
             "prompt": self.prompt,
             "limit": self.limit,
+            "blank": self.blank,
+            "swap_ssim_below": self.swap_ssim_below,
         }
 
     def hash(self) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from shovir import labels as L
 from shovir.conditions import KINDS, ConditionSpec
@@ -143,12 +143,16 @@ def build_plan(
     prompt: str | None = None,
     image_digests: Mapping[str, str] | None = None,
     perturbation: Mapping[str, Any] | None = None,
+    swap_ssim_below: float | None = None,
+    load_image: Callable[[str], Any] | None = None,
 ) -> Plan:
     """Plan a sweep over a dataset given its non-image columns (``dataset.remove_columns("image")[:]``).
 
     ``image_digests`` maps image ids to a digest of their bytes (the image ids themselves when
-    omitted); ``perturbation`` holds the run settings that shape perturbed images (noise model,
-    RO box-size distribution).
+    omitted); ``perturbation`` holds the run settings that shape perturbed images (noise model
+    and sampler, RO box-size distribution, blank image). ``swap_ssim_below`` switches on the
+    ModaLens SSIM guard of the swap pairing (donors at least that similar are rejected), with
+    ``load_image(image_id)`` supplying the pixels.
 
     >>> cols = {"image_id": ["a", "a", "b"], "sample_id": ["a::Edema", "a::Cardiomegaly", "b::Edema"],
     ...         "target_class": ["Edema", "Cardiomegaly", "Edema"]}
@@ -180,7 +184,7 @@ def build_plan(
                 raise ValueError(f"condition 'swap' needs a {column!r} column (same-patient studies); this dataset has none")
         rows = [{"image_id": image_ids[r], "patient_id": columns["patient_id"][r], "study_id": columns["study_id"][r],
                  "labels": labels[r]} for r in first_row.values()]
-        choices, unpaired = swap_pairs(rows, seed)
+        choices, unpaired = swap_pairs(rows, seed, ssim_below=swap_ssim_below, load_image=load_image)
         donors["swap"] = {image_id: choice.donor_id for image_id, choice in choices.items()}
         if unpaired:
             skipped["swap_without_discordant_study"] = unpaired
@@ -214,6 +218,9 @@ def build_plan(
                 identity["boxes"] = [columns.get(c, [None] * n)[row] for c in ("disease_boxes", "context_boxes", "boxes")]
             if shown != "baseline" and shown_kind.family != "substitution":
                 identity["noise"] = settings.get("noise")
+                identity["sampler"] = settings.get("sampler")
+                if shown == "blank":
+                    identity["blank"] = settings.get("blank")
                 if shown_kind.random_boxes:
                     identity["box_sizes"] = settings.get("box_sizes")
             key = _digest(identity, 16)

@@ -40,7 +40,7 @@ from typing import Any, Callable
 from shovir.conditions import KINDS
 from shovir.data import build
 from shovir.models import ModelAdapter, adapter_class
-from shovir.perturb import AUTHORS_PADCHEST_BOX_SIZES, NOISE_SAMPLER, Condition, EmpiricalBoxSizes, NoiseModel
+from shovir.perturb import AUTHORS_PADCHEST_BOX_SIZES, NOISE_SAMPLER, PAPER_BLANK_SIZE, Condition, EmpiricalBoxSizes, NoiseModel
 from shovir.runner.config import SweepConfig
 from shovir.runner.inputs import InputPipeline, shard_calls
 from shovir.runner.lock import RunLock, RunLocked
@@ -154,7 +154,8 @@ def _conditions(config: SweepConfig, dataset: Any) -> tuple[dict[tuple[str, floa
     for spec in config.conditions:
         key = (spec.image_condition, spec.image_p)
         if key not in out:
-            out[key] = Condition(key[0], key[1], seed=config.seed, noise=noise, box_sizes=sizes)
+            out[key] = Condition(key[0], key[1], seed=config.seed, noise=noise, box_sizes=sizes,
+                                 blank_size=PAPER_BLANK_SIZE if config.blank == "paper" else None)
     return out, sizes
 
 
@@ -283,8 +284,12 @@ def _run(config: SweepConfig, out_dir: Path, state: Any, cache_dir: str | None, 
     images = dataset.select_columns(["image"]) if "image" in dataset.column_names else dataset
     conditions, sizes = _conditions(config, dataset)
     perturbation = {"noise": config.noise, "box_sizes": None if sizes is None else repr(sizes),
-                    "sampler": NOISE_SAMPLER}
-    plan: Plan = build_plan(metadata, config.conditions, config.seed, config.prompt, image_digests(dataset), perturbation)
+                    "sampler": NOISE_SAMPLER, "blank": config.blank}
+    first_row: dict[str, int] = {}
+    for row, image_id in enumerate(metadata["image_id"]):
+        first_row.setdefault(str(image_id), row)
+    plan: Plan = build_plan(metadata, config.conditions, config.seed, config.prompt, image_digests(dataset), perturbation,
+                            config.swap_ssim_below, lambda image_id: images[first_row[image_id]]["image"])
     run_info: dict[str, Any] = {
         "schema": RUN_SCHEMA, "status": "running", "config": config.as_dict(), "config_hash": config.hash(),
         "plan": plan.summary(), "skipped": plan.skipped, "dataset_build": report.as_dict(), "versions": package_versions(),
