@@ -108,7 +108,11 @@ CASES: list[tuple[str, dict[str, int]]] = [
     ("ET tube and NG tube in standard position.", {SD: 1, NF: 1}),
     ("Right PICC line tip in the mid SVC.", {SD: 1, NF: 1}),
     ("Left chest wall pacemaker with leads in the right atrium and ventricle.", {SD: 1, NF: 1}),
-    ("Median sternotomy wires.", {SD: 1, NF: 1}),
+    ("Median sternotomy wires.", {NF: 1}),  # not a support device (CheXpert's list; docs/labeler_conventions.md)
+    ("Surgical clips and skin staples.", {NF: 1}),
+    ("EKG leads overlie the chest.", {NF: 1}),  # external monitoring leads are not devices
+    ("Epicardial pacing wires.", {SD: 1, NF: 1}),  # a temporary pacemaker is
+    ("Prosthetic mitral valve and sternotomy wires.", {SD: 1, NF: 1}),
     ("Right chest tube in place.", {SD: 1, NF: 1}),
     ("The endotracheal tube has been removed.", {SD: 2, NF: 1}),
     ("Interval removal of the central venous catheter.", {SD: 2, NF: 1}),
@@ -133,6 +137,26 @@ CASES: list[tuple[str, dict[str, int]]] = [
     ("Pleural effusion, pneumothorax, and consolidation are not seen.", {CO: 2, PE: 2, PX: 2, NF: 1}),
     ("Without focal consolidation, effusion, or edema.", {CO: 2, PE: 2, ED: 2, NF: 1}),
     ("Heart size and mediastinal contours are within normal limits.", {EC: 2, CM: 2, NF: 1}),
+    ("No focal consolidation, suspicious pulmonary opacity, pleural effusion, or pneumothorax.",
+     {LO: 2, CO: 2, PE: 2, PX: 2, NF: 1}),  # a hedge inside a negated list stays negated
+    ("No consolidation, pleural effusion, suspicious nodule or pneumothorax.", {LL: 2, CO: 2, PE: 2, PX: 2, NF: 1}),
+    ("No pneumothorax, large effusion, or consolidation.", {CO: 2, PE: 2, PX: 2, NF: 1}),
+    ("No pneumothorax, large effusion.", {PE: 1, PX: 2}),  # no list continues: two statements
+    ("No effusion, possible pneumonia, possible atelectasis.", {PE: 2, PN: 3, AT: 3}),
+    ("Left basilar opacity, atelectasis versus consolidation.", {LO: 1, CO: 3, AT: 3}),  # versus: the pair only
+    # coordinated subjects: the predicate is said of the structure too
+    ("Heart size and pulmonary vascularity appear within normal limits.", {CM: 2, NF: 1}),
+    ("The cardiomediastinal silhouette and pulmonary vasculature are within normal limits.", {EC: 2, NF: 1}),
+    ("Heart size, mediastinal contour, and pulmonary vascularity are normal.", {EC: 2, CM: 2, NF: 1}),
+    ("Heart size and pulmonary vascularity are stable.", {CM: 3}),
+    ("Heart size is normal and pulmonary edema is present.", {CM: 2, ED: 1}),  # a verb ends the subject
+    # hedged size, stability of a structure, signs
+    ("Heart size is upper limits normal or mildly enlarged.", {CM: 3}),
+    ("Heart size is upper limits normal.", {CM: 2, NF: 1}),
+    ("The widened mediastinum is unchanged.", {EC: 3}),
+    ("Stable cardiomegaly.", {CM: 1}),
+    ("Blunting of the left costophrenic angle although no definite evidence of pleural effusion.", {PE: 2}),
+    ("Blunting of the left costophrenic angle. No pleural effusion on the right.", {PE: 3}),  # other sentence
     ("Possible small left effusion versus pleural thickening.", {PE: 3, PO: 3}),
     # -- scope
     ("No pleural effusion, but there is a small right pneumothorax.", {PE: 2, PX: 1}),
@@ -222,7 +246,7 @@ def test_non_string_input_names_the_index(labeler: RuleBasedLabeler) -> None:
 def test_explain_names_phrase_sentence_and_rule(labeler: RuleBasedLabeler) -> None:
     report = "Heart size is normal. No pleural effusion, but there is a SMALL right pneumothorax."
     decisions = labeler.explain(report)
-    assert all(isinstance(d, Decision) and len(d) == 5 for d in decisions)
+    assert all(isinstance(d, Decision) and len(d) == 6 for d in decisions)
     by_class = {d.class_name: d for d in decisions if not d.rule.startswith("final")}
     effusion = by_class[PE]
     assert effusion.code == 2
@@ -232,9 +256,32 @@ def test_explain_names_phrase_sentence_and_rule(labeler: RuleBasedLabeler) -> No
     assert by_class[PX].code == 1 and by_class[PX].phrase == "pneumothorax"
     assert by_class[CM].code == 2 and by_class[CM].phrase == "heart size" and "'normal'" in by_class[CM].rule
     assert by_class[CM].sentence == "Heart size is normal."
+    assert effusion.scope == "No pleural effusion" and by_class[PX].scope == "but there is a SMALL right pneumothorax"
     finals = {d.class_name: d.code for d in decisions if d.rule.startswith("final")}
     assert finals == {CM: 2, PX: 1, PE: 2, NF: 0}
     assert decisions[-1].class_name == NF and "Pneumothorax" in decisions[-1].rule
+
+
+def test_explain_shows_the_deciding_scope(labeler: RuleBasedLabeler) -> None:
+    report = "No focal consolidation, suspicious pulmonary opacity, pleural effusion, or pneumothorax."
+    by_class = {d.class_name: d for d in labeler.explain(report) if not d.rule.startswith("final")}
+    for name in (CO, LO, PE, PX):
+        assert by_class[name].code == 2 and "'no'" in by_class[name].rule
+        assert by_class[name].scope == report.rstrip(".")  # one clause: the negation reaches the whole list
+    split = {d.class_name: d for d in labeler.explain("No effusion, possible pneumonia.") if not d.rule.startswith("final")}
+    assert split[PE].scope == "No effusion" and split[PN].scope == "possible pneumonia"
+    coordinated = labeler.explain("Heart size and pulmonary vascularity appear within normal limits.")
+    assert "coordinated subject" in coordinated[0].rule and coordinated[0].phrase == "heart size"
+    assert coordinated[0].scope == "Heart size and pulmonary vascularity appear within normal limits"
+    stable = labeler.explain("The widened mediastinum is unchanged.")[0]
+    assert stable.code == 3 and "'unchanged'" in stable.rule and "stability" in stable.rule
+    hedged = labeler.explain("Heart size is upper limits normal or mildly enlarged.")[0]
+    assert hedged.code == 3 and "'upper limits normal or mildly enlarged'" in hedged.rule
+    sign = [d for d in labeler.explain("Blunting of the left costophrenic angle although no definite evidence of "
+                                       "pleural effusion.") if not d.rule.startswith("final")]
+    assert [(d.class_name, d.code) for d in sign] == [(OTHER_FINDING, 3), (PE, 2)]
+    assert "yields to the explicit mention" in sign[0].rule
+    assert sign[1].scope == "although no definite evidence of pleural effusion"
 
 
 def test_explain_agrees_with_call(labeler: RuleBasedLabeler) -> None:

@@ -13,10 +13,13 @@ JSON section                what it holds
 ``other_findings``          findings outside the 13 classes (they only rule out No Finding)
 ``exclusions``              phrases that look like a mention or a cue but are neither
 ``inherently_uncertain``    findings that are uncertain by CheXpert convention
+``stability_uncertain``     findings naming a structure that a stability cue makes uncertain
+``signs``                   findings that only suggest their class and yield to an explicit mention
 ``heart_failure``           findings that also make Cardiomegaly uncertain
 ``cues``                    groups of cue phrases sharing a polarity, a scope and word windows
 ``terminators``             words that end the scope of a cue
 ``lists``                   words that break a list of mentions, words that make it alternatives
+``coordinated_subjects``    linking verbs and adverbs of "A and B are normal" subjects
 ``cue_blockers``            words a windowed cue does not reach across
 ``sentence_breaks``         abbreviations a period does not end, words a comma starts a clause at
 =========================== =====================================================================
@@ -90,10 +93,13 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "other_findings": {"phrases": "[...]"},
     "exclusions": {"phrases": "[...]"},
     "inherently_uncertain": {"phrases": "[...]"},
+    "stability_uncertain": {"phrases": "[...]"},
+    "signs": {"phrases": "[...]"},
     "heart_failure": {"phrases": "[...]"},
     "cues": {"groups": "[{...}, ...]"},
     "terminators": {"phrases": "[...]"},
-    "lists": {"stop_words": "[...]", "alternative_words": "[...]"},
+    "lists": {"stop_words": "[...]", "alternative_words": "[...]", "pairwise_alternative_words": "[...]"},
+    "coordinated_subjects": {"linking_verbs": "[...]", "adverbs": "[...]", "member_words": "<number>"},
     "cue_blockers": {"next": "[...]", "backward": "[...]"},
     "sentence_breaks": {"abbreviations": "[...]", "clause_starts": "[...]"},
 }
@@ -122,11 +128,17 @@ class PhraseTables:
     other_findings: tuple[str, ...]
     exclusions: tuple[str, ...]
     inherently_uncertain: tuple[str, ...]
+    stability_uncertain: tuple[str, ...]
+    signs: tuple[str, ...]
     heart_failure: tuple[str, ...]
     cues: tuple[CueGroup, ...]
     terminators: tuple[str, ...]
     list_stop_words: frozenset[str]
     alternative_words: frozenset[str]
+    pairwise_alternative_words: frozenset[str]
+    linking_verbs: frozenset[str]
+    subject_adverbs: frozenset[str]
+    member_words: int
     next_blockers: tuple[str, ...]
     backward_blockers: tuple[str, ...]
     abbreviations: tuple[str, ...]
@@ -193,7 +205,7 @@ def load_phrases(path: str | os.PathLike[str] | None = None) -> PhraseTables:
     >>> load_phrases(broken)
     Traceback (most recent call last):
     ...
-    shovir.labelers.rule_phrases.PhraseFileError: ...phrases.json: findings.phrases["Edema"][12]: unbalanced braces in 'edema{'; close every '{' with a '}' (alternatives are written '{a,b,}')
+    shovir.labelers.rule_phrases.PhraseFileError: ...phrases.json: findings.phrases["Edema"][14]: unbalanced braces in 'edema{'; close every '{' with a '}' (alternatives are written '{a,b,}')
     >>> _ = broken.write_text('{"schema_version": 1, "finding": {}}')
     >>> load_phrases(broken)
     Traceback (most recent call last):
@@ -259,7 +271,7 @@ class _Checker:
         finding_phrases = {phrase for patterns in findings.values() for pattern in patterns
                            for phrase in expand(pattern)}
         conventions = {}
-        for name in ("inherently_uncertain", "heart_failure"):
+        for name in ("inherently_uncertain", "stability_uncertain", "signs", "heart_failure"):
             where = f"{name}.phrases"
             conventions[name] = self.patterns(where, sections[name]["phrases"])
             for i, pattern in enumerate(conventions[name]):
@@ -277,11 +289,19 @@ class _Checker:
             other_findings=self.patterns("other_findings.phrases", sections["other_findings"]["phrases"]),
             exclusions=self.patterns("exclusions.phrases", sections["exclusions"]["phrases"]),
             inherently_uncertain=conventions["inherently_uncertain"],
+            stability_uncertain=conventions["stability_uncertain"],
+            signs=conventions["signs"],
             heart_failure=conventions["heart_failure"],
             cues=tuple(self.cue_group(f"cues.groups[{i}]", group) for i, group in enumerate(groups)),
             terminators=self.patterns("terminators.phrases", sections["terminators"]["phrases"]),
             list_stop_words=frozenset(self.words("lists.stop_words", sections["lists"]["stop_words"])),
             alternative_words=frozenset(self.words("lists.alternative_words", sections["lists"]["alternative_words"])),
+            pairwise_alternative_words=frozenset(self.words("lists.pairwise_alternative_words",
+                                                            sections["lists"]["pairwise_alternative_words"])),
+            linking_verbs=frozenset(self.words("coordinated_subjects.linking_verbs",
+                                               sections["coordinated_subjects"]["linking_verbs"])),
+            subject_adverbs=frozenset(self.words("coordinated_subjects.adverbs", sections["coordinated_subjects"]["adverbs"])),
+            member_words=self.count("coordinated_subjects.member_words", sections["coordinated_subjects"]["member_words"]),
             next_blockers=self.words("cue_blockers.next", sections["cue_blockers"]["next"]),
             backward_blockers=self.words("cue_blockers.backward", sections["cue_blockers"]["backward"]),
             abbreviations=self.words("sentence_breaks.abbreviations", sections["sentence_breaks"]["abbreviations"]),
@@ -345,6 +365,12 @@ class _Checker:
                 raise self.fail(item, f"{word!r} has upper-case letters", f"write it as {word.lower()!r}")
             out.append(word)
         return tuple(out)
+
+    def count(self, where: str, value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise self.fail(where, f"expected a number of words (1 or more), got {value!r}",
+                            "write a whole number such as 3")
+        return value
 
     def class_lists(self, where: str, value: Any, joined: bool) -> dict[str, tuple[str, ...]]:
         if not isinstance(value, dict):
