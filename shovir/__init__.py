@@ -6,3 +6,7 @@ blank / shuffled / swapped images) and the shortcut metrics of four published pr
 """
 
 __version__ = "0.1.0"
+
+from shovir.evaluate_modules import load_metric  # noqa: E402  (stdlib-only import: evaluate is imported on call)
+
+__all__ = ["__version__", "load_metric"]

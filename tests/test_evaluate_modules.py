@@ -56,7 +56,7 @@ def test_space_folder_layout(name):
         assert key in header.group(1)
     for section in ("## Metric Description", "## How to Use", "### Inputs", "### Output Values", "## Limitations and Bias", "## Citation"):
         assert section in card
-    assert f'evaluate.load("shovir/{name}")' in (folder / "app.py").read_text()
+    assert f'shovir.load_metric("{name}")' in (folder / "app.py").read_text()  # the shipped module, never the Hub
     assert "shovir" in (folder / "requirements.txt").read_text()
     source = (folder / f"{name}.py").read_text()
     assert not re.search(r"^import \w+\s*,", source, re.M), "evaluate's import scanner needs one import per line"

@@ -153,7 +153,9 @@ def test_cross_disease_flip_matrix_by_hand():
 
 def test_sensitivity_auc_by_hand():
     # relative drops 0, .25, .5 at p = 0, .5, 1 -> trapezoids .0625 + .1875 = .25
-    assert sensitivity_auc([0, 0.5, 1], [0.8, 0.6, 0.4]) == {"s_auc": 0.25, "s_100": 0.5}
+    assert sensitivity_auc([0, 0.5, 1], [0.8, 0.6, 0.4]) == {
+        "s_auc": 0.25, "s_100": 0.5, "form": "mu_f1", "s_auc_mu_f1": 0.25, "s_100_mu_f1": 0.5,
+        "s_auc_class_mean": None, "s_100_class_mean": None}
     assert sensitivity_auc([0, 0.2, 0.4, 0.6, 0.8, 1.0], [0.5] * 6)["s_auc"] == 0.0
     with pytest.raises(ValueError, match="start at p = 0"):
         sensitivity_auc([0.2, 1.0], [0.5, 0.4])
@@ -213,3 +215,28 @@ def test_paired_metrics_check_that_conditions_cover_the_same_samples():
     with pytest.raises(ValueError, match="duplicate sample ids"):
         occlusion_delta(refs, refs, refs, ["Cardiomegaly"] * 2, sample_ids=["a", "a"], control_sample_ids=["a", "a"])
     assert flip_rate(refs, refs, refs, ["Cardiomegaly"] * 2, sample_ids=["a", "b"], control_sample_ids=["a", "b"])["flip_rate"] == 0.0
+
+
+def test_sensitivity_auc_in_both_forms_by_hand():
+    # Edema (3 samples) 0.8 -> 0.6 -> 0.4, Atelectasis (1 sample) 0.4 -> 0.4 -> 0.2, at p = 0, .5, 1.
+    # mu-F1: (2.4 + .4)/4 = .7, (1.8 + .4)/4 = .55, (1.2 + .2)/4 = .35 -> drops 0, 3/14, 1/2
+    #        S_AUC = .5 * (0 + 3/14)/2 + .5 * (3/14 + 1/2)/2 = 3/56 + 10/56 = 13/56
+    # class mean: .6, .5, .3 -> drops 0, 1/6, 1/2 -> S_AUC = .5 * (1/6)/2 + .5 * (2/3)/2 = 1/24 + 1/6 = 5/24
+    per_class = [{"Edema": 0.8, "Atelectasis": 0.4}, {"Edema": 0.6, "Atelectasis": 0.4}, {"Edema": 0.4, "Atelectasis": 0.2}]
+    counts = [{"Edema": 3, "Atelectasis": 1}] * 3
+    out = sensitivity_auc([0, 0.5, 1], per_class_f1=per_class, class_counts=counts)
+    assert out["form"] == "mu_f1"
+    assert out["s_auc"] == out["s_auc_mu_f1"] == pytest.approx(13 / 56)
+    assert out["s_auc_class_mean"] == pytest.approx(5 / 24) and out["s_100_class_mean"] == pytest.approx(0.5)
+    assert out["s_100_mu_f1"] == pytest.approx(0.5)
+    mean = sensitivity_auc([0, 0.5, 1], per_class_f1=per_class, form="class_mean")
+    assert mean["s_auc"] == pytest.approx(5 / 24) and mean["s_auc_mu_f1"] is None and set(mean) == set(out)
+    # the per_target_f1 results feed it directly; a class without an F1 (None) is left out of the mean
+    assert sensitivity_auc([0, 1], per_class_f1=[{"Edema": 0.5, "Fracture": None}, {"Edema": 0.25}],
+                           form="class_mean")["s_auc"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="class_counts: form='mu_f1' from per_class_f1 needs"):
+        sensitivity_auc([0, 1], per_class_f1=per_class[:2])
+    with pytest.raises(ValueError, match="form: expected one of mu_f1, class_mean"):
+        sensitivity_auc([0, 1], [0.5, 0.4], form="macro")
+    with pytest.raises(ValueError, match="exactly one"):
+        sensitivity_auc([0, 1], [0.5, 0.4], per_class_f1=per_class[:2])

@@ -319,7 +319,7 @@ def test_hallucination_golden():
     assert out["hvrr"] == pytest.approx(0.4)
     assert out["p_invariant_given_claim"] == pytest.approx(2 / 3)
     assert out["n"] == 5 and out["n_claims"] == 3
-    assert list(out) == [*HALLUCINATION_KEYS, "ci", "n", "n_claims"]
+    assert list(out) == [*HALLUCINATION_KEYS, "ci", "n", "n_claims", "n_benchmarks", "per_benchmark"]
     assert _plain(out)
     json.dumps(out, allow_nan=False)
 

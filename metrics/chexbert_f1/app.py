@@ -1,5 +1,7 @@
-import evaluate
-from evaluate.utils import launch_gradio_widget
+import shovir
+from shovir.spaces import build_widget
 
-module = evaluate.load("shovir/chexbert_f1")
-launch_gradio_widget(module)
+demo = build_widget(shovir.load_metric("chexbert_f1"))
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,11 +1,11 @@
 # Copyright 2026 The shovir authors. Licensed under the Apache License, Version 2.0.
 """Hallucinated visual reasoning of Beyond Accuracy (§3.5): NVCR, HVRR and P(invariant | visual claim) of real-image rationales."""
 
-import datasets
 import evaluate
 
 from shovir.metrics import hallucination_metrics
-from shovir.metrics.answers import check_answers
+from shovir.metrics._checks import Column
+from shovir.metrics._checks import StreamingModule
 
 _CITATION = """\
 @article{zafar2026beyond,
@@ -24,6 +24,13 @@ question (shared runs of 2 to 5 words are filtered out). With a_real and a_shuff
 same question with its own image and with a shuffled one:
 NVCR = P[NVC = 1], HVRR = P[NVC = 1 ∧ a_real = a_shuffle] (Eq. 1), and the conditional
 P[a_real = a_shuffle | NVC = 1]: how often an answer backed by a visual claim ignores the image.
+
+Streaming: every per-sample input (rationales, questions, answers, references, options, ids, clusters, benchmarks) is a column of the module's one declared schema, so
+`add()`, `add_batch()` and `evaluate.combine` store exactly what one `compute()` call does; optional
+columns are nullable (a null row means "not given"; give an optional input in every batch or in
+none). Inputs are checked before Arrow casts them: a `ValueError` names the argument, the row and the
+fix. Settings (`max_ngram`, `n_resamples`, `confidence`, `seed`) are `compute()` arguments. Through `evaluate.combine`, pass every input of
+every combined module (`None` for an optional one).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -34,12 +41,14 @@ Args:
     predictions_real (`list` of `str`): extracted answers with the real image.
     predictions_shuffled (`list` of `str`): answers to the same questions with a shuffled image.
     references (`list` of `str`, optional): reference answers; they only decide whether an item is read
-        as yes/no when the two answers are compared. Give them to `compute()`, not `add_batch()`.
+        as yes/no when the two answers are compared.
     options (`list`, optional): answer options, one list shared by all questions or one (or `None`) per
         question; option letters then resolve to the option text.
     sample_ids, sample_ids_shuffled (`list`, optional): join the shuffled answers on ids instead of by
         position.
     clusters (`list`, optional): cluster id (e.g. image or patient) per sample for a cluster bootstrap.
+    benchmarks (`list` of `str`, optional): the benchmark of each sample (e.g. "VQA-RAD"); the conditional
+        is then also averaged over benchmarks, as Beyond Accuracy's Table 4 does.
     max_ngram (`int`, default 5): longest shared question phrase filtered out of the rationale.
     n_resamples (`int`, default 1000): bootstrap resamples (0: no intervals).
     confidence (`float`, default 0.95): level of the percentile intervals.
@@ -48,8 +57,12 @@ Returns:
     nvcr (`float` in [0, 1]): share of rationales with a novel visual claim.
     hvrr (`float` in [0, 1]): share of samples with a claim AND an answer unchanged by the shuffled
         image; lower is better.
-    p_invariant_given_claim (`float` in [0, 1] or `None`): hvrr / nvcr; above 0.5, claims are more
-        often ungrounded than grounded. `None` when no rationale makes a claim.
+    p_invariant_given_claim (`float` in [0, 1] or `None`): hvrr / nvcr, pooled over all samples; above
+        0.5, claims are more often ungrounded than grounded. `None` when no rationale makes a claim.
+    p_invariant_given_claim_mean_over_benchmarks (`float` or `None`): the mean over `benchmarks` of each
+        benchmark's conditional (Table 4); equal to the pooled value without `benchmarks`.
+    per_benchmark (`dict`): benchmark -> {"nvcr", "hvrr", "p_invariant_given_claim", "n", "n_claims"};
+        n_benchmarks (`int`).
     ci (`dict`): each key above -> {"low", "high"} (None without resamples).
     n (`int`), n_claims (`int`): samples, and samples with NVC = 1.
 Examples:
@@ -73,63 +86,53 @@ Examples:
     ...                        predictions_real=["no", "no"], predictions_shuffled=["no", "yes"], references=["no", "yes"], n_resamples=0)
     >>> results["nvcr"], results["hvrr"], results["p_invariant_given_claim"], results["ci"]["hvrr"]
     (0.0, 0.0, None, {'low': None, 'high': None})
+
+    Streaming two benchmarks, one sample at a time: the pooled conditional is 2/3, the mean of the
+    per-benchmark conditionals (1 + 1/2) / 2:
+
+    >>> for rationale, real, shuffled, benchmark in [("Mild effusion.", "yes", "yes", "A"), ("Small mass.", "yes", "yes", "B"),
+    ...                                              ("Large opacity.", "no", "yes", "B")]:
+    ...     hvrr.add(rationales=rationale, questions="Q?", predictions_real=real, predictions_shuffled=shuffled, benchmarks=benchmark)
+    >>> results = hvrr.compute(n_resamples=0)
+    >>> round(results["p_invariant_given_claim"], 4), results["p_invariant_given_claim_mean_over_benchmarks"]
+    (0.6667, 0.75)
 """
 
-_TEXT = datasets.Value("string")
-_COLUMNS = ("rationales", "questions", "predictions_real", "predictions_shuffled")
-
-
-def _check_columns(columns):
-    """Reject a missing column or a non-string item before Arrow stores it: datasets writes 1 or NaN
-    into a string column as "1" / "nan" (evaluate only checks the first row), which would then count
-    as text. The check is shovir's own (`check_answers`), so messages match the function's."""
-    for field in _COLUMNS:
-        if columns.get(field) is None:
-            raise ValueError(f"{field}: missing; pass {', '.join(_COLUMNS)} together")
-        check_answers(columns[field], field)
+_COLUMNS = (
+    Column("rationales", "text"),
+    Column("questions", "text"),
+    Column("predictions_real", "text"),
+    Column("predictions_shuffled", "text"),
+    Column("references", "text", required=False),
+    Column("options", "options", required=False),
+    Column("sample_ids", "id", required=False),
+    Column("sample_ids_shuffled", "id", required=False),
+    Column("clusters", "id", required=False),
+    Column("benchmarks", "id", required=False),
+)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class HVRR(evaluate.Metric):
+class HVRR(StreamingModule, evaluate.Metric):
+    _COLUMNS = _COLUMNS
+
     def _info(self):
-        base = {"rationales": _TEXT, "questions": _TEXT, "predictions_real": _TEXT, "predictions_shuffled": _TEXT}
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=[
-                datasets.Features(base),
-                datasets.Features({**base, "references": _TEXT}),
-            ],
+            features=self._features(),
             reference_urls=["https://arxiv.org/abs/2603.03437"],
         )
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """Compute NVCR, HVRR and P(invariant | claim).
-
-        evaluate binds `references` to its own parameter and drops it unless it is a column of the
-        first schema; it is optional here, so it is handed to `_compute` as `reference_answers`.
-        """
-        if references is not None:
-            kwargs["reference_answers"] = references
-        return super().compute(predictions=predictions, **kwargs)
-
-    def add_batch(self, *, predictions=None, references=None, **kwargs):
-        """Add a batch of samples (rationales, questions, predictions_real, predictions_shuffled)."""
-        if references is not None:
-            raise ValueError("references: give the optional references to compute(), not add_batch()")
-        _check_columns(kwargs)
-        super().add_batch(predictions=predictions, **kwargs)
-
-    def add(self, *, prediction=None, reference=None, **kwargs):
-        """Add one sample: rationales=..., questions=..., predictions_real=..., predictions_shuffled=...."""
-        if reference is not None:
-            raise ValueError("references: give the optional references to compute(), not add()")
-        _check_columns({field: None if value is None else [value] for field, value in kwargs.items()})
-        super().add(prediction=prediction, **kwargs)
-
-    def _compute(self, rationales, questions, predictions_real, predictions_shuffled, reference_answers=None, options=None,
-                 sample_ids=None, sample_ids_shuffled=None, clusters=None, max_ngram=5, n_resamples=1000, confidence=0.95, seed=0):
-        return hallucination_metrics(rationales, questions, predictions_real, predictions_shuffled, reference_answers, options,
-                                     sample_ids=sample_ids, sample_ids_shuffled=sample_ids_shuffled, clusters=clusters,
+    def _compute(self, rationales, questions, predictions_real, predictions_shuffled, references=None, options=None,
+                 sample_ids=None, sample_ids_shuffled=None, clusters=None, benchmarks=None, max_ngram=5, n_resamples=1000,
+                 confidence=0.95, seed=0):
+        optional = self._optional
+        options = None if options is None or all(item is None for item in options) else options
+        return hallucination_metrics(rationales, questions, predictions_real, predictions_shuffled,
+                                     optional("references", references), options,
+                                     sample_ids=optional("sample_ids", sample_ids),
+                                     sample_ids_shuffled=optional("sample_ids_shuffled", sample_ids_shuffled),
+                                     clusters=optional("clusters", clusters), benchmarks=optional("benchmarks", benchmarks),
                                      max_ngram=max_ngram, n_resamples=n_resamples, confidence=confidence, seed=seed)

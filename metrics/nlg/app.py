@@ -1,5 +1,7 @@
-import evaluate
-from evaluate.utils import launch_gradio_widget
+import shovir
+from shovir.spaces import build_widget
 
-module = evaluate.load("shovir/nlg")
-launch_gradio_widget(module)
+demo = build_widget(shovir.load_metric("nlg"))
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,12 +1,11 @@
 # Copyright 2026 The shovir authors. Licensed under the Apache License, Version 2.0.
 """Image-swap sensitivity of ModaLens (§2, §4.1): answer flip rates with and without the report, their paired difference and margin changes."""
 
-import datasets
 import evaluate
 
 from shovir.metrics import swap_sensitivity
-from shovir.metrics._checks import id_list
-from shovir.metrics.answers import check_answers
+from shovir.metrics._checks import Column
+from shovir.metrics._checks import StreamingModule
 
 _CITATION = """\
 @article{cajasordonez2026modalens,
@@ -28,6 +27,13 @@ paired difference is flip_rate_without_report − flip_rate_with_report. With co
 (margins, e.g. logit(yes) − logit(no)) it also reports the mean |Δ margin| per arm, the share of
 label-unchanged trials whose margin moves by more than a threshold, and the share of trials that move
 more without the report. Intervals are patient-clustered percentile bootstraps.
+
+Streaming: every per-sample input (answers, arms, trial and patient ids, margins, options) is a column of the module's one declared schema, so
+`add()`, `add_batch()` and `evaluate.combine` store exactly what one `compute()` call does; optional
+columns are nullable (a null row means "not given"; give an optional input in every batch or in
+none). Inputs are checked before Arrow casts them: a `ValueError` names the argument, the row and the
+fix. Settings (`margin_threshold`, `n_resamples`, `confidence`, `seed`) are `compute()` arguments. Through `evaluate.combine`, pass every input of
+every combined module (`None` for an optional one).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -40,7 +46,7 @@ Args:
     patient_ids (`list` of `str` or `int`): the patient of each row (the same in both arms), the
         bootstrap cluster.
     margins_original, margins_swapped (`list` of `float`, optional): continuous answer scores of each
-        row, both or neither, finite. Give them to `compute()` (they cannot go through `add_batch()`).
+        row, both or neither, finite; stream them with their rows.
     margin_threshold (`float`, default 0.5): |Δ margin| above which a label-unchanged trial "moved".
     options (`list`, optional): answer options, one list shared by all rows or one per row.
     n_resamples (`int`, default 10000): patient-clustered bootstrap draws (0: no intervals).
@@ -88,52 +94,36 @@ Examples:
     (1.0, 0.5, 0.5)
 """
 
-_TEXT = datasets.Value("string")
-_MARGIN = datasets.Value("float64")
-_ANSWER_COLUMNS = ("original_answers", "swapped_answers")
-_ID_COLUMNS = ("trial_ids", "patient_ids")
-_COLUMNS = _ANSWER_COLUMNS + ("arms",) + _ID_COLUMNS
-
-
-def _checked_columns(columns):
-    """Reject a missing column, a non-string answer or a bad id before Arrow stores it: datasets writes
-    1 or NaN into a string column as "1" / "nan" (evaluate only checks the first row), which would then
-    count as an answer or a patient. The checks are shovir's own, so messages match the function's.
-    Integer ids (e.g. MIMIC subject ids) are turned into strings, as the function does itself."""
-    for field in _COLUMNS:
-        if columns.get(field) is None:
-            raise ValueError(f"{field}: missing; pass {', '.join(_COLUMNS)} together")
-    for field in _ANSWER_COLUMNS:
-        check_answers(columns[field], field)
-    return {**columns, **{field: id_list(columns[field], field) for field in _ID_COLUMNS}}
+_COLUMNS = (
+    Column("original_answers", "text"),
+    Column("swapped_answers", "text"),
+    Column("arms", "text"),
+    Column("trial_ids", "id"),
+    Column("patient_ids", "id"),
+    Column("margins_original", "number", required=False),
+    Column("margins_swapped", "number", required=False),
+    Column("options", "options", required=False),
+)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class SwapSensitivity(evaluate.Metric):
+class SwapSensitivity(StreamingModule, evaluate.Metric):
+    _COLUMNS = _COLUMNS
+
     def _info(self):
-        base = {"original_answers": _TEXT, "swapped_answers": _TEXT, "arms": _TEXT, "trial_ids": _TEXT, "patient_ids": _TEXT}
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=[
-                datasets.Features(base),
-                datasets.Features({**base, "margins_original": _MARGIN, "margins_swapped": _MARGIN}),
-            ],
+            features=self._features(),
             reference_urls=["https://arxiv.org/abs/2609.15635", "https://github.com/criticaldata/MODALENS"],
         )
 
-    def add_batch(self, *, predictions=None, references=None, **kwargs):
-        """Add a batch of trial × arm rows (original_answers, swapped_answers, arms, trial_ids, patient_ids)."""
-        super().add_batch(predictions=predictions, references=references, **_checked_columns(kwargs))
-
-    def add(self, *, prediction=None, reference=None, **kwargs):
-        """Add one trial × arm row: original_answers=..., swapped_answers=..., arms=..., trial_ids=..., patient_ids=...."""
-        columns = _checked_columns({field: None if value is None else [value] for field, value in kwargs.items()})
-        super().add(prediction=prediction, reference=reference, **{field: None if values is None else values[0] for field, values in columns.items()})
-
     def _compute(self, original_answers, swapped_answers, arms, trial_ids, patient_ids, margins_original=None, margins_swapped=None,
-                 margin_threshold=0.5, options=None, n_resamples=10000, confidence=0.95, seed=0):
+                 options=None, margin_threshold=0.5, n_resamples=10000, confidence=0.95, seed=0):
+        optional = self._optional
+        options = None if options is None or all(item is None for item in options) else options
         return swap_sensitivity(original_answers, swapped_answers, arms, trial_ids, patient_ids, n_resamples=n_resamples, seed=seed,
-                                margins_original=margins_original, margins_swapped=margins_swapped,
+                                margins_original=optional("margins_original", margins_original),
+                                margins_swapped=optional("margins_swapped", margins_swapped),
                                 margin_threshold=margin_threshold, options=options, confidence=confidence)

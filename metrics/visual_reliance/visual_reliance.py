@@ -1,11 +1,11 @@
 # Copyright 2026 The shovir authors. Licensed under the Apache License, Version 2.0.
 """Visual reliance of Beyond Accuracy (§3.4): accuracy under real, shuffled and blank images, VRS, Blank Drop, Image Sensitivity, VBR and VHR."""
 
-import datasets
 import evaluate
 
 from shovir.metrics import visual_reliance
-from shovir.metrics.answers import check_answers
+from shovir.metrics._checks import Column
+from shovir.metrics._checks import StreamingModule
 
 _CITATION = """\
 @article{zafar2026beyond,
@@ -24,6 +24,13 @@ image help?), Image Sensitivity IS = P[a_real ≠ a_shuffle] (does the answer mo
 benefit/harm rates VBR = P[correct_real ∧ ¬correct_shuffle], VHR = P[¬correct_real ∧ correct_shuffle]
 (VRS = VBR − VHR). Answers are compared on canonical forms: case, punctuation, articles, yes/no variants
 and option letters are folded, so "Yes." matches "yes" and "B" matches the second option.
+
+Streaming: every per-sample input (the answers of each condition, options, ids, clusters) is a column of the module's one declared schema, so
+`add()`, `add_batch()` and `evaluate.combine` store exactly what one `compute()` call does; optional
+columns are nullable (a null row means "not given"; give an optional input in every batch or in
+none). Inputs are checked before Arrow casts them: a `ValueError` names the argument, the row and the
+fix. Settings (`n_resamples`, `confidence`, `n_permutations`, `seed`) are `compute()` arguments. Through `evaluate.combine`, pass every input of
+every combined module (`None` for an optional one).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -33,7 +40,7 @@ Args:
     predictions_shuffled (`list` of `str`): answers with a shuffled image, same questions.
     references (`list` of `str`): the reference answers.
     predictions_blank (`list` of `str`, optional): answers with the blank image; without it the blank
-        metrics are `None`. Give it to `compute()` (it cannot go through `add_batch()`).
+        metrics are `None`. Stream it with the other answers of its rows.
     options (`list`, optional): the answer options of multiple-choice questions: one list shared by all
         questions, or one list (or `None` for an open question) per question.
     sample_ids (`list`, optional): ids of the real-condition samples; with `sample_ids_shuffled` /
@@ -43,7 +50,8 @@ Args:
         and cluster-level permutations.
     n_resamples (`int`, default 1000): bootstrap resamples (0: no intervals).
     confidence (`float`, default 0.95): level of the percentile intervals.
-    n_permutations (`int`, default 10000): sign-flip permutations for the VRS and Blank Drop p-values.
+    n_permutations (`int`, default 10000): sign-flip permutations for the VRS and Blank Drop p-values
+        (0: no test, p-values `None`).
     seed (`int`, default 0): seed of the bootstrap and the permutations.
 Returns:
     accuracy_real, accuracy_shuffled, accuracy_blank (`float` in [0, 1]): accuracy per condition.
@@ -80,57 +88,51 @@ Examples:
     >>> results["accuracy_blank"], results["blank_drop"], results["ci"]["vrs"]
     (None, None, {'low': None, 'high': None})
 
-    Streaming the paired answers with `add_batch`; the optional blank answers go to `compute`:
+    Streaming the answers with `add_batch`, blank answers included; the settings go to `compute`:
 
-    >>> for real, shuffled, refs in [(["yes", "no"], ["yes", "yes"], ["yes", "no"]), (["no"], ["no"], ["yes"])]:
-    ...     visual_reliance.add_batch(predictions_real=real, predictions_shuffled=shuffled, references=refs)
-    >>> results = visual_reliance.compute(predictions_blank=["no", "no", "no"], n_resamples=0, n_permutations=0)
+    >>> for real, shuffled, blank, refs in [(["yes", "no"], ["yes", "yes"], ["no", "no"], ["yes", "no"]), (["no"], ["no"], ["no"], ["yes"])]:
+    ...     visual_reliance.add_batch(predictions_real=real, predictions_shuffled=shuffled, predictions_blank=blank, references=refs)
+    >>> results = visual_reliance.compute(n_resamples=0, n_permutations=0)
     >>> round(results["accuracy_real"], 4), round(results["blank_drop"], 4), round(results["image_sensitivity"], 4), results["n"]
     (0.6667, 0.3333, 0.3333, 3)
+    >>> results["p_values"]
+    {'vrs': None, 'blank_drop': None}
 """
 
-_ANSWER = datasets.Value("string")
-_COLUMNS = ("predictions_real", "predictions_shuffled", "references")
-
-
-def _check_columns(columns):
-    """Reject a missing column or a non-string answer before Arrow stores it: datasets writes 1 or NaN
-    into a string column as "1" / "nan" (evaluate only checks the first row), which would then count
-    as answers. The check is shovir's own (`check_answers`), so messages match the function's."""
-    for field in _COLUMNS:
-        if columns.get(field) is None:
-            raise ValueError(f"{field}: missing; pass {', '.join(_COLUMNS)} together")
-        check_answers(columns[field], field)
+_COLUMNS = (
+    Column("predictions_real", "text"),
+    Column("predictions_shuffled", "text"),
+    Column("references", "text"),
+    Column("predictions_blank", "text", required=False),
+    Column("options", "options", required=False),
+    Column("sample_ids", "id", required=False),
+    Column("sample_ids_shuffled", "id", required=False),
+    Column("sample_ids_blank", "id", required=False),
+    Column("clusters", "id", required=False),
+)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class VisualReliance(evaluate.Metric):
+class VisualReliance(StreamingModule, evaluate.Metric):
+    _COLUMNS = _COLUMNS
+
     def _info(self):
-        base = {"predictions_real": _ANSWER, "predictions_shuffled": _ANSWER, "references": _ANSWER}
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=[
-                datasets.Features(base),
-                datasets.Features({**base, "predictions_blank": _ANSWER}),
-            ],
+            features=self._features(),
             reference_urls=["https://arxiv.org/abs/2603.03437"],
         )
-
-    def add_batch(self, *, predictions=None, references=None, **kwargs):
-        """Add a batch of paired answers (predictions_real, predictions_shuffled, references)."""
-        _check_columns({"references": references, **kwargs})
-        super().add_batch(predictions=predictions, references=references, **kwargs)
-
-    def add(self, *, prediction=None, reference=None, **kwargs):
-        """Add one sample: reference=..., predictions_real=..., predictions_shuffled=...."""
-        _check_columns({field: None if value is None else [value] for field, value in {"references": reference, **kwargs}.items()})
-        super().add(prediction=prediction, reference=reference, **kwargs)
 
     def _compute(self, predictions_real, predictions_shuffled, references, predictions_blank=None, options=None, sample_ids=None,
                  sample_ids_shuffled=None, sample_ids_blank=None, clusters=None, n_resamples=1000, confidence=0.95,
                  n_permutations=10000, seed=0):
-        return visual_reliance(predictions_real, predictions_shuffled, references, predictions_blank, options, sample_ids=sample_ids,
-                               sample_ids_shuffled=sample_ids_shuffled, sample_ids_blank=sample_ids_blank, clusters=clusters,
-                               n_resamples=n_resamples, confidence=confidence, n_permutations=n_permutations, seed=seed)
+        optional = self._optional
+        options = None if options is None or all(item is None for item in options) else options
+        return visual_reliance(predictions_real, predictions_shuffled, references, optional("predictions_blank", predictions_blank),
+                               options, sample_ids=optional("sample_ids", sample_ids),
+                               sample_ids_shuffled=optional("sample_ids_shuffled", sample_ids_shuffled),
+                               sample_ids_blank=optional("sample_ids_blank", sample_ids_blank),
+                               clusters=optional("clusters", clusters), n_resamples=n_resamples, confidence=confidence,
+                               n_permutations=n_permutations, seed=seed)

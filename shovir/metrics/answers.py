@@ -283,6 +283,8 @@ def per_item_options(options: object, n: int, field: str = "options") -> list[tu
         return [None] * n
     if isinstance(options, (str, bytes)):
         raise ValueError(f"{field}: expected a list of option strings or one list per item, got a string")
+    if isinstance(options, dict) or not hasattr(options, "__iter__"):
+        raise ValueError(f"{field}: expected a list of option strings or one list per item, got {type(options).__name__}")
     items = list(options)  # type: ignore[arg-type]
     if items and all(isinstance(item, str) for item in items):
         return [tuple(items)] * n
@@ -290,12 +292,14 @@ def per_item_options(options: object, n: int, field: str = "options") -> list[tu
         raise ValueError(f"{field}: expected one option list per item ({n}), got {len(items)}")
     out: list[tuple[str, ...] | None] = []
     for index, item in enumerate(items):
-        if item is None or (not isinstance(item, str) and len(item) == 0):
+        if item is None:
             out.append(None)
             continue
-        if isinstance(item, str) or not all(isinstance(option, str) for option in item):
-            raise ValueError(f"{field}: item {index} must be a list of option strings, got {item!r}")
-        out.append(tuple(item))
+        if isinstance(item, (str, bytes, dict)) or not isinstance(item, (list, tuple, np.ndarray)) \
+                or not all(isinstance(option, str) for option in item):
+            raise ValueError(f"{field}: item {index} must be a list of option strings (or None for an open question), "
+                             f"got {item!r:.60}")
+        out.append(tuple(item) if len(item) else None)
     return out
 
 

@@ -6,6 +6,16 @@ Reference labels are the labeler run on the reference reports (the F1-CheXbert c
 the flip rate's ``references`` are the dataset's ground-truth labels — keep the two conventions
 explicit (reference code §9, defect 13).
 
+**Text in.** ``chexbert_f1``, ``per_target_f1``, ``delta_fn``, ``occlusion_delta`` and
+``flip_rate`` also take report texts (lists of str) for any code argument; they are labelled by
+``labeler=`` (a :data:`shovir.labelers.LABELERS` name or an object with the labeler interface;
+default the offline rule-based labeler), so ``chexbert_f1(["No effusion."], ["Small left
+effusion."])`` is the RadEval-style call. A list mixing texts and code vectors, or ``labeler=``
+with only codes, raises a ``ValueError`` that says which form to use.
+
+Every argument is checked before numpy sees it (:mod:`shovir.metrics._checks`): ``ValueError``
+naming the argument, the row and the fix.
+
 Counting-based metrics are ratios of per-sample sums, so their percentile bootstrap intervals
 come from :mod:`shovir.metrics.bootstrap` without a Python loop over resamples; pass
 ``clusters`` (patient ids) to resample patients instead of samples.
@@ -13,7 +23,9 @@ come from :mod:`shovir.metrics.bootstrap` without a Python loop over resamples; 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from numbers import Real
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -55,6 +67,21 @@ def _interval_dict(interval: Any) -> dict[str, float | None]:
     return dict(NO_INTERVAL) if interval is None else interval.bounds()
 
 
+def _label_inputs(labeler: Any, **fields: Any) -> list[np.ndarray]:
+    """Each code argument as (n, 14) int8 codes (texts labelled by ``labeler``), in order."""
+    out, any_text = [], False
+    for field, values in fields.items():
+        array, from_text = _checks.codes_or_texts(field, values, labeler)
+        any_text |= from_text
+        out.append(array)
+    _checks.no_text_with_labeler(labeler, any_text)
+    return out
+
+
+def _settings(uncertain: Any, n_resamples: Any, seed: Any) -> tuple[str, int, int]:
+    return _checks.uncertain(uncertain), _checks.n_resamples(n_resamples), _checks.seed(seed)
+
+
 def chexbert_f1(
     references: Sequence[Sequence[int]] | np.ndarray,
     predictions: Sequence[Sequence[int]] | np.ndarray,
@@ -62,6 +89,8 @@ def chexbert_f1(
     n_resamples: int = 0,
     clusters: Sequence[object] | None = None,
     seed: int = 0,
+    *,
+    labeler: Any = None,
 ) -> dict[str, Any]:
     """F1-CheXbert (ShoViR §3.4): F1 over the 14 classes (F1-14) and over TOP5 (F1-5), micro,
     macro and weighted, with per-class precision, recall, F1 and support.
@@ -70,16 +99,23 @@ def chexbert_f1(
     default ``rrg-``; ``"positive"``: 1 and 3). The numbers equal scikit-learn's
     ``precision_recall_fscore_support`` on the binarised arrays (``zero_division=0``). With
     ``n_resamples > 0``, ``ci`` holds percentile bootstrap intervals of the six aggregates.
+    ``references`` / ``predictions`` may be report texts, labelled by ``labeler`` (module docstring).
 
     >>> refs = [[0, 1, 0, 0, 1] + [0] * 9, [0, 1] + [0] * 12]
     >>> hyps = [[0, 1, 0, 0, 2] + [0] * 9, [0, 3] + [0] * 12]
     >>> result = chexbert_f1(refs, hyps)
     >>> round(result["f1_14"]["micro"], 4), round(result["f1_5"]["macro"], 4), result["per_class"]["Cardiomegaly"]["support"]
     (0.5, 0.1333, 2)
+
+    Report texts, as RadEval takes them (rule-based labeler by default):
+
+    >>> chexbert_f1(["No effusion."], ["Small left effusion."])["per_class"]["Pleural Effusion"]
+    {'precision': 0.0, 'recall': 0.0, 'f1': 0.0, 'support': 0}
     """
-    ref = _checks.codes("references", references)
-    hyp = _checks.codes("predictions", predictions)
+    uncertain, n_resamples, seed = _settings(uncertain, n_resamples, seed)
+    ref, hyp = _label_inputs(labeler, references=references, predictions=predictions)
     _checks.same_length(references=ref, predictions=hyp, clusters=clusters)
+    clusters = _checks.cluster_ids(clusters, len(ref))
     y_true, y_pred = L.binarize(ref, uncertain).astype(np.float64), L.binarize(hyp, uncertain).astype(np.float64)
     tp, fp, fn = y_true * y_pred, (1 - y_true) * y_pred, y_true * (1 - y_pred)
     counts = {"tp": tp.sum(0), "fp": fp.sum(0), "fn": fn.sum(0), "support": y_true.sum(0)}
@@ -157,6 +193,8 @@ def per_target_f1(
     n_resamples: int = 0,
     clusters: Sequence[object] | None = None,
     seed: int = 0,
+    *,
+    labeler: Any = None,
 ) -> dict[str, Any]:
     """Per-target-class F1 and μ-F1 of the disease-level experiments (ShoViR §3.4, §4.2).
 
@@ -175,10 +213,11 @@ def per_target_f1(
     >>> round(result["per_class"]["Cardiomegaly"], 4), result["counts"], round(result["mu_f1"], 4)
     (0.6667, {'Cardiomegaly': 2, 'Lung Opacity': 1}, 0.7778)
     """
-    ref = _checks.codes("references", references)
-    hyp = _checks.codes("predictions", predictions)
-    targets = _checks.class_names("target_classes", target_classes)
+    uncertain, n_resamples, seed = _settings(uncertain, n_resamples, seed)
+    ref, hyp = _label_inputs(labeler, references=references, predictions=predictions)
+    targets = _checks.target_classes("target_classes", target_classes)
     _checks.same_length(references=ref, predictions=hyp, target_classes=targets, clusters=clusters)
+    clusters = _checks.cluster_ids(clusters, len(ref))
     y_true, y_pred = L.binarize(ref, uncertain).astype(np.float64), L.binarize(hyp, uncertain).astype(np.float64)
     classes, units = _target_units(ref, [hyp], targets, uncertain)
     k = len(classes)
@@ -214,6 +253,7 @@ def delta_fn(
     *,
     sample_ids: Sequence[str] | None = None,
     noise_sample_ids: Sequence[str] | None = None,
+    labeler: Any = None,
 ) -> dict[str, Any]:
     """ΔFN = F1(Baseline) − F1(Full Noise Image) (ShoViR §3.4, Table 1), for F1-14 and F1-5
     (micro and macro), on the same samples. Pass ``sample_ids`` (of the baseline rows) and
@@ -224,11 +264,13 @@ def delta_fn(
     >>> out["f1_14_micro"], out["baseline"]["f1_14_micro"], out["full_noise"]["f1_14_micro"]
     (1.0, 1.0, 0.0)
     """
-    ref = _checks.codes("references", references)
-    base = _checks.codes("baseline_predictions", baseline_predictions)
-    noise = _checks.codes("noise_predictions", noise_predictions)
-    _checks.same_length(references=ref, baseline_predictions=base, noise_predictions=noise, clusters=clusters, sample_ids=sample_ids)
+    uncertain, n_resamples, seed = _settings(uncertain, n_resamples, seed)
+    ref, base, noise = _label_inputs(labeler, references=references, baseline_predictions=baseline_predictions,
+                                     noise_predictions=noise_predictions)
+    _checks.same_length(references=ref, baseline_predictions=base, noise_predictions=noise, clusters=clusters,
+                        sample_ids=sample_ids, noise_sample_ids=noise_sample_ids)
     _checks.aligned_ids(sample_ids=sample_ids, noise_sample_ids=noise_sample_ids)
+    clusters = _checks.cluster_ids(clusters, len(ref))
     y_true = L.binarize(ref, uncertain).astype(np.float64)
     keys = [f"{g}_{a}" for g in ("f1_14", "f1_5") for a in ("micro", "macro")]
     parts = []
@@ -269,6 +311,7 @@ def occlusion_delta(
     *,
     sample_ids: Sequence[str] | None = None,
     control_sample_ids: Sequence[str] | None = None,
+    labeler: Any = None,
 ) -> dict[str, Any]:
     """Δ_X = μ-F1(RO) − μ-F1(X) (ShoViR §3.4), X = OCO or DOCO at the same p, paired by sample.
 
@@ -280,17 +323,18 @@ def occlusion_delta(
     >>> out["delta"], out["mu_f1_control"], round(out["mu_f1"], 4)
     (0.3333333333333333, 1.0, 0.6667)
     """
-    ref = _checks.codes("references", references)
-    control = _checks.codes("control_predictions", control_predictions)
-    hyp = _checks.codes("predictions", predictions)
-    _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=target_classes,
-                        clusters=clusters, sample_ids=sample_ids)
+    uncertain, n_resamples, seed = _settings(uncertain, n_resamples, seed)
+    ref, control, hyp = _label_inputs(labeler, references=references, control_predictions=control_predictions,
+                                      predictions=predictions)
+    targets = _checks.target_classes("target_classes", target_classes)
+    _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=targets,
+                        clusters=clusters, sample_ids=sample_ids, control_sample_ids=control_sample_ids)
     _checks.aligned_ids(sample_ids=sample_ids, control_sample_ids=control_sample_ids)
-    with_control = per_target_f1(ref, control, target_classes, uncertain)
-    with_x = per_target_f1(ref, hyp, target_classes, uncertain)
+    clusters = _checks.cluster_ids(clusters, len(ref))
+    with_control = per_target_f1(ref, control, targets, uncertain)
+    with_x = per_target_f1(ref, hyp, targets, uncertain)
     interval = None
     if n_resamples > 0:
-        targets = _checks.class_names("target_classes", target_classes)
         classes, units = _target_units(ref, [control, hyp], targets, uncertain)
         k = len(classes)
         interval = bootstrap_interval(lambda s: _mu_f1(s, 0, k, 2) - _mu_f1(s, 1, k, 2), units, clusters, n_resamples, seed=seed)
@@ -317,6 +361,7 @@ def flip_rate(
     *,
     sample_ids: Sequence[str] | None = None,
     control_sample_ids: Sequence[str] | None = None,
+    labeler: Any = None,
 ) -> dict[str, Any]:
     """The flip rate FR^c_X of ShoViR §3.4: among findings that are present (y_ic = 1) and
     detected under the control (ŷ^RO_ic = 1), the share lost under condition X (ŷ^X_ic = 0):
@@ -336,17 +381,18 @@ def flip_rate(
     >>> round(out["flip_rate"], 4), out["per_class"]["Cardiomegaly"], out["denominators"]["Cardiomegaly"]
     (0.6667, 0.6666666666666666, 3)
     """
-    ref = _checks.codes("references", references)
-    control = _checks.codes("control_predictions", control_predictions)
-    hyp = _checks.codes("predictions", predictions)
+    uncertain, n_resamples, seed = _settings(uncertain, n_resamples, seed)
+    ref, control, hyp = _label_inputs(labeler, references=references, control_predictions=control_predictions,
+                                      predictions=predictions)
     _checks.same_length(references=ref, control_predictions=control, predictions=hyp, target_classes=target_classes,
-                        clusters=clusters, sample_ids=sample_ids)
+                        clusters=clusters, sample_ids=sample_ids, control_sample_ids=control_sample_ids)
     _checks.aligned_ids(sample_ids=sample_ids, control_sample_ids=control_sample_ids)
+    clusters = _checks.cluster_ids(clusters, len(ref))
     y = L.binarize(ref, uncertain).astype(bool)
     y_control = L.binarize(control, uncertain).astype(bool)
     y_x = L.binarize(hyp, uncertain).astype(bool)
     if target_classes is not None:
-        targets = _checks.class_names("target_classes", target_classes)
+        targets = _checks.target_classes("target_classes", target_classes, len(ref))
         scope = np.zeros_like(y)
         scope[np.arange(len(targets)), [L.class_index(t) for t in targets]] = True
     else:
@@ -401,7 +447,8 @@ def cross_disease_flip_matrix(
     truth = _checks.codes("labels", labels)
     base = _checks.codes("baseline_predictions", baseline_predictions)
     occluded = _checks.codes("occluded_predictions", occluded_predictions)
-    occluded_names = _checks.class_names("occluded_classes", occluded_classes)
+    occluded_names = _checks.target_classes("occluded_classes", occluded_classes)
+    uncertain = _checks.uncertain(uncertain)
     _checks.same_length(labels=truth, baseline_predictions=base, occluded_predictions=occluded, occluded_classes=occluded_names)
     positive = truth == L.POSITIVE  # ground truth: 3 (uncertain) does not count, as in the authors' code
     before = L.binarize(base, uncertain).astype(bool)
@@ -427,27 +474,132 @@ def cross_disease_flip_matrix(
     return {"rates": rates, "denominators": counts, "uncertain": uncertain}
 
 
-def sensitivity_auc(p_values: Sequence[float], f1_values: Sequence[float]) -> dict[str, float]:
+SAUC_FORMS: tuple[str, ...] = ("mu_f1", "class_mean")
+"""The two curves S_AUC is computed on (:func:`sensitivity_auc`)."""
+__all__.append("SAUC_FORMS")
+
+
+def _relative_drop_area(p: np.ndarray, f: np.ndarray, field: str) -> tuple[float, float]:
+    """``(S_AUC, S_100)`` of one curve sorted by p."""
+    if f[0] == 0:
+        raise ValueError(f"{field}: F(0) is 0, the relative drop is undefined")
+    drop = (f[0] - f) / f[0]
+    area = float(np.sum((drop[1:] + drop[:-1]) / 2 * np.diff(p)))
+    s_100 = float(drop[-1]) if p[-1] == 1 else float("nan")
+    return round(area, 12), round(s_100, 12)
+
+
+def _class_curves(per_class_f1: Sequence[Mapping[str, float | None]], class_counts: Sequence[Mapping[str, int]] | None,
+                  n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The class-mean curve and (with counts) the μ-F1 curve from per-class F1s at each p."""
+    rows = _checks.sequence("per_class_f1", per_class_f1, "one {class: F1} mapping per strength")
+    if len(rows) != n:
+        raise ValueError(f"per_class_f1: expected {n} mappings, one per strength in p_values, got {len(rows)}")
+    counts = None
+    if class_counts is not None:
+        counts = _checks.sequence("class_counts", class_counts, "one {class: count} mapping per strength")
+        if len(counts) != n:
+            raise ValueError(f"class_counts: expected {n} mappings, one per strength in p_values, got {len(counts)}")
+    mean, mu = np.empty(n), np.empty(n)
+    for index, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise ValueError(f"per_class_f1: row {index} must map class names to F1 (per_target_f1's 'per_class'), "
+                             f"got {type(row).__name__}")
+        values = {}
+        for name, value in row.items():
+            canonical = _checks.class_names(f"per_class_f1[{index}]", [name])[0]
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue  # a class without samples at this strength: left out, as nanmean does
+            if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value <= 1:
+                raise ValueError(f"per_class_f1: row {index}, class {name!r}: expected an F1 in [0, 1], got {value!r}")
+            values[canonical] = float(value)
+        if not values:
+            raise ValueError(f"per_class_f1: row {index} has no class with an F1; every strength needs at least one")
+        mean[index] = float(np.mean(list(values.values())))
+        if counts is not None:
+            weights = counts[index]
+            if not isinstance(weights, Mapping):
+                raise ValueError(f"class_counts: row {index} must map class names to counts (per_target_f1's 'counts')")
+            weights = {_checks.class_names(f"class_counts[{index}]", [k])[0]: v for k, v in weights.items()}
+            missing = [name for name in values if name not in weights]
+            if missing:
+                raise ValueError(f"class_counts: row {index} lacks a count for {missing[0]!r}, which has an F1")
+            w = np.array([_checks.positive_int(weights[name], f"class_counts[{index}][{name!r}]", 0) for name in values],
+                         dtype=np.float64)
+            if w.sum() == 0:
+                raise ValueError(f"class_counts: row {index} sums to 0; μ-F1 needs the evaluated counts")
+            mu[index] = float(np.dot(w, list(values.values())) / w.sum())
+    return mean, (mu if counts is not None else None)
+
+
+def sensitivity_auc(
+    p_values: Sequence[float],
+    f1_values: Sequence[float] | None = None,
+    *,
+    per_class_f1: Sequence[Mapping[str, float | None]] | None = None,
+    class_counts: Sequence[Mapping[str, int]] | None = None,
+    form: str = "mu_f1",
+) -> dict[str, Any]:
     """S_AUC, the area under the relative-drop curve (the authors' ``sensitivity_score.py``,
     reference code §6.5): ``S_AUC = ∫₀¹ (F(0) − F(p)) / F(0) dp`` by the trapezoid rule over the
     strengths given (p in [0, 1]; the authors wrote ``(1/100)·trapz`` over p in percent, the same
     number), and ``S_100 = (F(0) − F(1)) / F(0)``. ΔS_AUC is ``S_AUC(X) − S_AUC(RO)``.
 
-    >>> sensitivity_auc([0, 0.5, 1.0], [0.8, 0.6, 0.4])
-    {'s_auc': 0.25, 's_100': 0.5}
+    Two curves F(p), named by ``form`` (reference code §6.4):
+
+    * ``"mu_f1"`` (default): μ-F1, the per-target F1s weighted by the samples evaluated per
+      class, ``Σ_c n_c F1_c / Σ_c n_c`` (ShoViR §3.4, Fig. 2; shovir's μ-F1 everywhere);
+    * ``"class_mean"``: the unweighted mean of the per-class F1s present at that p (the
+      authors' ``sensitivity_score.py`` and older plots use ``nanmean`` over classes).
+
+    Give either ``f1_values`` -- the curve itself, read as the ``form`` curve -- or
+    ``per_class_f1`` (one ``{class: F1}`` mapping per strength, e.g. :func:`per_target_f1`'s
+    ``"per_class"``), from which the class-mean curve is computed and, with ``class_counts``
+    (its ``"counts"``), the μ-F1 curve. ``s_auc`` / ``s_100`` are those of ``form``, and ``form``
+    says which; ``s_auc_mu_f1``, ``s_100_mu_f1``, ``s_auc_class_mean`` and ``s_100_class_mean``
+    are always present, ``None`` for a curve that cannot be formed from the inputs.
+
+    >>> out = sensitivity_auc([0, 0.5, 1.0], [0.8, 0.6, 0.4])
+    >>> out["s_auc"], out["s_100"], out["form"], out["s_auc_class_mean"]
+    (0.25, 0.5, 'mu_f1', None)
+
+    Class A (3 samples) falls from 0.8 to 0.4, class B (1 sample) stays at 0.4: μ-F1 goes 0.7 →
+    0.4 (S_AUC = ½·(3/7)), the class mean 0.6 → 0.4 (S_AUC = ½·(1/3)):
+
+    >>> out = sensitivity_auc([0, 1], per_class_f1=[{"Edema": 0.8, "Atelectasis": 0.4}, {"Edema": 0.4, "Atelectasis": 0.4}],
+    ...                       class_counts=[{"Edema": 3, "Atelectasis": 1}] * 2, form="class_mean")
+    >>> out["s_auc"], out["form"], out["s_auc_mu_f1"], out["s_100_class_mean"]
+    (0.166666666667, 'class_mean', 0.214285714286, 0.333333333333)
     """
+    if form not in SAUC_FORMS:
+        raise ValueError(f"form: expected one of {', '.join(SAUC_FORMS)}, got {form!r}")
+    if (f1_values is None) == (per_class_f1 is None):
+        raise ValueError("f1_values: give either f1_values (the F(p) curve) or per_class_f1 (per-class F1s per strength), "
+                         "exactly one")
     p = _checks.finite_floats("p_values", p_values)
-    f = _checks.finite_floats("f1_values", f1_values)
-    _checks.same_length(p_values=p, f1_values=f)
+    if p.ndim != 1:
+        raise ValueError(f"p_values: expected one strength per point, got shape {p.shape}")
+    if len(np.unique(p)) != len(p):
+        raise ValueError("p_values: a strength appears twice; give one F value per strength")
+    curves: dict[str, np.ndarray | None] = {"mu_f1": None, "class_mean": None}
+    if f1_values is not None:
+        f = _checks.finite_floats("f1_values", f1_values)
+        _checks.same_length(p_values=p, f1_values=f)
+        curves[form] = f
+    else:
+        if class_counts is None and form == "mu_f1":
+            raise ValueError("class_counts: form='mu_f1' from per_class_f1 needs the per-class counts (per_target_f1's "
+                             "'counts'), or pass form='class_mean'")
+        curves["class_mean"], curves["mu_f1"] = _class_curves(per_class_f1, class_counts, len(p))
     order = np.argsort(p)
-    p, f = p[order], f[order]
+    p = p[order]
     if p[0] != 0:
         raise ValueError("p_values: the curve must start at p = 0 (the unoccluded baseline)")
     if p[-1] > 1 or p.min() < 0:
         raise ValueError("p_values: strengths must lie in [0, 1] (divide percentages by 100)")
-    if f[0] == 0:
-        raise ValueError("f1_values: F(0) is 0, the relative drop is undefined")
-    drop = (f[0] - f) / f[0]
-    area = float(np.sum((drop[1:] + drop[:-1]) / 2 * np.diff(p)))
-    s_100 = float(drop[-1]) if p[-1] == 1 else float("nan")
-    return {"s_auc": round(area, 12), "s_100": round(s_100, 12)}
+    out: dict[str, Any] = {}
+    for name, curve in curves.items():
+        area, s_100 = _relative_drop_area(p, curve[order], "f1_values" if f1_values is not None else "per_class_f1") \
+            if curve is not None else (None, None)
+        out[f"s_auc_{name}"], out[f"s_100_{name}"] = area, s_100
+    return {"s_auc": out[f"s_auc_{form}"], "s_100": out[f"s_100_{form}"], "form": form, **out}

@@ -79,7 +79,7 @@ _LARGER = _ONE + 1
 def _margins(values: Sequence[float], field: str, n: int) -> np.ndarray:
     if isinstance(values, (str, bytes)):
         raise ValueError(f"{field}: expected one number per row, got a string")
-    items = list(values)
+    items = _checks.sequence(field, values, "one number per row")
     if len(items) != n:
         raise ValueError(f"{field}: expected {n} margins, one per row, got {len(items)}")
     for index, value in enumerate(items):
@@ -130,6 +130,8 @@ def swap_sensitivity(
     >>> out["mean_abs_margin_change_with_report"] is None and out["ci"]["share_larger_without_report"] == {"low": None, "high": None}
     True
     """
+    n_resamples, seed, confidence = _checks.resampling(n_resamples, seed, confidence)
+    margin_threshold = _checks.nonnegative_number(margin_threshold, "margin_threshold")
     original = check_answers(original_answers, "original_answers")
     n_rows = len(original)
     swapped = check_answers(swapped_answers, "swapped_answers")
@@ -153,8 +155,6 @@ def swap_sensitivity(
         delta = np.abs(
             _margins(margins_swapped, "margins_swapped", n_rows) - _margins(margins_original, "margins_original", n_rows)
         )
-        if not (isinstance(margin_threshold, Real) and math.isfinite(float(margin_threshold)) and margin_threshold >= 0):
-            raise ValueError(f"margin_threshold: expected a finite number >= 0, got {margin_threshold!r}")
     else:
         delta = np.zeros(n_rows)
     opts = per_item_options(options, n_rows)

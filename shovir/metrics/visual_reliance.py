@@ -20,7 +20,9 @@ key                    definition                                        paper
 ``vhr``                ``P[correct_real = 0 and correct_shuffle = 1]``   §3.4
 ``nvcr``               ``P[NVC = 1]``                                    §3.5
 ``hvrr``               ``P[NVC = 1 and a_real = a_shuffle]``             §3.5 Eq. (1)
-``p_invariant_…``      ``P[a_real = a_shuffle | NVC = 1]``               §3.5, Table 4
+``p_invariant_…``      ``P[a_real = a_shuffle | NVC = 1]``, pooled        §3.5, Table 4
+``…_mean_over_…``      mean over benchmarks of the per-benchmark          Table 4 ("averaged
+                       ``P[a_real = a_shuffle | NVC = 1]``                across benchmarks")
 =====================  ================================================  ======================
 
 ``vrs = vbr - vhr`` holds exactly (both count the same discordant pairs).
@@ -37,7 +39,15 @@ Choices where the paper is silent or ambiguous:
 * **Permutation test** (§3.6, H0: VRS = 0 and BD = 0): the paired sign-flip test of the
   per-sample differences ``VRS_i`` / ``BD_i`` (swapping a sample's two conditions flips the
   sign of its difference), two-sided, ``(1 + k) / (1 + B)`` with ``B = n_permutations``
-  (the paper does not give ``B``; default 10,000).
+  (the paper does not give ``B``; default 10,000). ``n_permutations=0`` runs no test: the
+  p-values are ``None`` (zero permutations would otherwise read as p = 1).
+* **Table 4's conditional probability.** Table 4 averages the per-benchmark values of Table 5
+  (Baseline: (63.8 + 40.0 + 52.2 + 62.1) / 4 = 54.5 %, whereas pooled HVRR / NVCR = 38 / 68 =
+  55.9 %). :func:`hallucination_metrics` reports both: ``p_invariant_given_claim`` (pooled over
+  every sample) and ``p_invariant_given_claim_mean_over_benchmarks`` (the unweighted mean over
+  the ``benchmarks`` given of each benchmark's conditional; a benchmark without any claim has
+  no conditional and is left out of the mean). Without ``benchmarks`` the input is one
+  benchmark and the two are equal.
 * **Image sensitivity** compares canonical answers (case, punctuation, yes/no variants and
   option letters folded), not raw strings, so "Yes." and "yes" are not a change.
 * **Visual-claim detector** (§3.5): see :func:`detect_visual_claims`.
@@ -52,7 +62,7 @@ from typing import Sequence
 import numpy as np
 
 from shovir.metrics import _checks
-from shovir.metrics.answers import agree_many, check_answers, match_many, per_item_options
+from shovir.metrics.answers import NO_WORDS, YES_WORDS, agree_many, check_answers, match_many, per_item_options
 from shovir.metrics.bootstrap import NO_INTERVAL, Statistic, bootstrap_intervals, paired_permutation_pvalue
 
 __all__ = [
@@ -80,7 +90,7 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 """The point-estimate keys of :func:`visual_reliance`, in output order (also the keys of ``ci``)."""
 
-HALLUCINATION_KEYS: tuple[str, ...] = ("nvcr", "hvrr", "p_invariant_given_claim")
+HALLUCINATION_KEYS: tuple[str, ...] = ("nvcr", "hvrr", "p_invariant_given_claim", "p_invariant_given_claim_mean_over_benchmarks")
 __all__.append("HALLUCINATION_KEYS")
 
 VISUAL_LEXICON: dict[str, tuple[str, ...]] = {
@@ -123,6 +133,7 @@ for _category, _cues in VISUAL_LEXICON.items():
     for _cue in _cues:
         _CUES.setdefault(tuple(_cue.split()), (_category, _cue))
 _CUE_LENGTHS = sorted({len(key) for key in _CUES}, reverse=True)
+_ECHO_IGNORED = frozenset({"a", "an", "the"}) | YES_WORDS | NO_WORDS
 
 
 # -- input handling -------------------------------------------------------------------------
@@ -210,7 +221,8 @@ def visual_reliance(
 
     Returns a dict with exactly the keys :data:`METRIC_KEYS` (float, or ``None`` for the blank
     metrics when ``predictions_blank`` is absent), ``ci`` (each key → ``{"low", "high"}``, bounds
-    ``None`` when undefined), ``p_values`` (``{"vrs", "blank_drop"}``) and ``n``.
+    ``None`` when undefined), ``p_values`` (``{"vrs", "blank_drop"}``, ``None`` without the blank
+    condition or with ``n_permutations=0``) and ``n``.
 
     >>> out = visual_reliance(["yes", "no", "B", "yes"], ["yes", "yes", "A", "no"], ["yes", "no", "Coronal", "no"],
     ...                       options=[None, None, ["Axial", "Coronal"], None], n_resamples=200)
@@ -219,6 +231,8 @@ def visual_reliance(
     >>> out["accuracy_blank"] is None and out["ci"]["blank_drop"] == {"low": None, "high": None} and out["p_values"]["blank_drop"] is None
     True
     """
+    n_resamples, seed, confidence = _checks.resampling(n_resamples, seed, confidence)
+    n_permutations = _checks.n_permutations(n_permutations)
     refs = check_answers(references, "references", allow_empty_text=False)
     n = len(refs)
     real = check_answers(predictions_real, "predictions_real")
@@ -266,11 +280,12 @@ def visual_reliance(
     intervals = bootstrap_intervals(statistics, units, groups, n_resamples, confidence, seed)
     out: dict = {key: intervals[key].estimate_or_none() if key in intervals else None for key in METRIC_KEYS}
     ci = {key: intervals[key].bounds() if key in intervals else dict(NO_INTERVAL) for key in METRIC_KEYS}
+    test = n_permutations > 0  # 0: no test (p-values None), never the p = 1 of zero permutations
     p_values = {
-        "vrs": float(paired_permutation_pvalue(units[:, 0] - units[:, 1], groups, n_permutations, seed)),
+        "vrs": float(paired_permutation_pvalue(units[:, 0] - units[:, 1], groups, n_permutations, seed)) if test else None,
         "blank_drop": (
             float(paired_permutation_pvalue(units[:, 0] - units[:, 2], groups, n_permutations, seed))
-            if blank is not None
+            if blank is not None and test
             else None
         ),
     }
@@ -312,6 +327,14 @@ def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> l
     5-word cap only bounds the work. Negated observations
     ("no visible effusion") are claims too: they assert what the image shows.
 
+    **Echoes of the question** (§3.5 (2), "adds information not present in the question"): a
+    statement whose words are all words of the question -- in any order, ignoring articles and
+    yes/no answer words (:data:`shovir.metrics.answers.YES_WORDS` / ``NO_WORDS``) -- restates
+    the question or its answer and adds no observation, so none of its cues count. "There is a
+    mass in the left lung." for "Is there a mass in the left lung?" is an echo (its shared phrases
+    cover everything but the inverted "there is"); "There is a spiculated mass in the left lung."
+    is not ("spiculated" is new).
+
     Returns one ``{"category", "cue", "statement"}`` dict per novel cue occurrence, in text order
     (``statement`` is the sentence that holds it); ``NVC = 1`` exactly when the list is non-empty.
 
@@ -321,12 +344,17 @@ def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> l
     [('appearance', 'spiculated', 'Its margins are spiculated.')]
     >>> detect_visual_claims("Is there a mass in the left lung? Yes.", "Is there a mass in the left lung?")
     []
+    >>> detect_visual_claims("There is a mass in the left lung.", "Is there a mass in the left lung?")
+    []
+    >>> [c["cue"] for c in detect_visual_claims("There is a spiculated mass in the left lung.", "Is there a mass in the left lung?")]
+    ['there is', 'spiculated']
     """
     rationale = check_answers([rationale], "rationale")[0]
     question = check_answers([question], "question")[0]
-    if max_ngram < 2:
-        raise ValueError(f"max_ngram must be >= 2 (phrases of 2 or more words), got {max_ngram}")
+    if isinstance(max_ngram, bool) or not isinstance(max_ngram, int) or max_ngram < 2:
+        raise ValueError(f"max_ngram must be >= 2 (phrases of 2 or more words), got {max_ngram!r}")
     question_tokens = _tokens(question)
+    question_words = set(question_tokens)
     phrases = {
         tuple(question_tokens[start : start + size])
         for size in range(2, max_ngram + 1)
@@ -335,8 +363,8 @@ def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> l
     claims: list[dict[str, str]] = []
     for statement in _SENTENCE_BREAK.split(rationale):
         tokens = _tokens(statement)
-        if not tokens:
-            continue
+        if not tokens or all(t in question_words for t in tokens if t not in _ECHO_IGNORED):
+            continue  # empty, or an echo of the question: no new word, so no novel claim
         covered = _shared_phrase_mask(tokens, phrases, max_ngram)
         start = 0
         while start < len(tokens):
@@ -373,6 +401,7 @@ def hallucination_metrics(
     sample_ids: Sequence[object] | None = None,
     sample_ids_shuffled: Sequence[object] | None = None,
     clusters: Sequence[object] | None = None,
+    benchmarks: Sequence[str] | None = None,
     max_ngram: int = 5,
     n_resamples: int = 1000,
     confidence: float = 0.95,
@@ -383,12 +412,22 @@ def hallucination_metrics(
 
     ``rationales`` are the real-condition rationales (Algorithm 1 ``r_i^real``; use
     :func:`shovir.metrics.answers.extract_rationale`), aligned with ``questions``,
-    ``predictions_real`` and, when given, ``references`` / ``sample_ids`` / ``clusters``.
-    ``predictions_shuffled`` is aligned by position or joined on ``sample_ids_shuffled``.
-    Invariance ``a_real = a_shuffle`` compares canonical answers (references, when given, decide
-    whether an item is yes/no). Returns ``nvcr``, ``hvrr``, ``p_invariant_given_claim`` (``None``
-    when no rationale makes a claim), ``ci`` (same keys → ``{"low", "high"}``), ``n`` and
-    ``n_claims`` (samples with NVC = 1).
+    ``predictions_real`` and, when given, ``references`` / ``sample_ids`` / ``clusters`` /
+    ``benchmarks``. ``predictions_shuffled`` is aligned by position or joined on
+    ``sample_ids_shuffled``. Invariance ``a_real = a_shuffle`` compares canonical answers
+    (references, when given, decide whether an item is yes/no).
+
+    ``benchmarks`` (one name per sample, e.g. ``"VQA-RAD"``) gives Table 4's average over
+    benchmarks: ``p_invariant_given_claim_mean_over_benchmarks`` is the unweighted mean of the
+    per-benchmark conditionals (Table 4 = mean of Table 5's rows), ``p_invariant_given_claim``
+    stays the pooled conditional (module docstring). Without ``benchmarks`` every sample is one
+    benchmark and both are equal. Intervals resample samples (or ``clusters``) across all
+    benchmarks, every key on the same draws.
+
+    Returns :data:`HALLUCINATION_KEYS` (``None`` when no rationale makes a claim), ``ci`` (same
+    keys → ``{"low", "high"}``), ``n``, ``n_claims`` (samples with NVC = 1), ``n_benchmarks`` and
+    ``per_benchmark`` (benchmark → ``{"nvcr", "hvrr", "p_invariant_given_claim", "n",
+    "n_claims"}``; empty without ``benchmarks``).
 
     >>> out = hallucination_metrics(
     ...     ["A spiculated mass in the left lobe.", "Cannot tell.", "Mild effusion.", "Large opacity."],
@@ -396,7 +435,16 @@ def hallucination_metrics(
     ...     ["yes", "yes", "yes", "opacity"], ["yes", "no", "no", "Opacity."], n_resamples=200)
     >>> out["nvcr"], out["hvrr"], out["p_invariant_given_claim"], out["n_claims"]
     (0.75, 0.5, 0.6666666666666666, 3)
+
+    Two benchmarks: A has 1 invariant answer among 1 claim (1.0), B 1 among 2 (0.5). Pooled
+    2 / 3, the mean over benchmarks (1.0 + 0.5) / 2 = 0.75:
+
+    >>> out = hallucination_metrics(["Mild effusion.", "Small mass.", "Large opacity."], ["Q?"] * 3,
+    ...                             ["yes", "yes", "no"], ["yes", "yes", "yes"], benchmarks=["A", "B", "B"], n_resamples=0)
+    >>> round(out["p_invariant_given_claim"], 4), out["p_invariant_given_claim_mean_over_benchmarks"], out["per_benchmark"]["B"]["n_claims"]
+    (0.6667, 0.75, 2)
     """
+    n_resamples, seed, confidence = _checks.resampling(n_resamples, seed, confidence)
     real = check_answers(predictions_real, "predictions_real")
     n = len(real)
     texts = check_answers(rationales, "rationales")
@@ -412,16 +460,43 @@ def hallucination_metrics(
     ids = None if sample_ids is None else _checks.id_list(sample_ids, "sample_ids", n, unique=True)
     shuffled = _condition_answers(predictions_shuffled, "predictions_shuffled", n, ids, sample_ids_shuffled, "sample_ids_shuffled")
     groups = _clusters(clusters, n)
+    names = [""] * n if benchmarks is None else _checks.id_list(benchmarks, "benchmarks", n)
     opts = per_item_options(options, n)
+    if isinstance(max_ngram, bool) or not isinstance(max_ngram, int) or max_ngram < 2:
+        raise ValueError(f"max_ngram must be >= 2 (phrases of 2 or more words), got {max_ngram!r}")
 
     claim = np.array([has_visual_claim(r, q, max_ngram) for r, q in zip(texts, asked)], dtype=bool)
     invariant = agree_many(real, shuffled, opts, refs, ("predictions_real", "predictions_shuffled"))
-    units = np.column_stack([claim, claim & invariant, np.ones(n, bool)]).astype(np.float64)
-    statistics = {"nvcr": _ratio(0, 2), "hvrr": _ratio(1, 2), "p_invariant_given_claim": _ratio(1, 0)}
+    order = list(dict.fromkeys(names))  # benchmarks in order of first appearance
+    member = np.array([order.index(b) for b in names]) if len(order) > 1 else np.zeros(n, dtype=np.int64)
+    onehot = member[:, None] == np.arange(len(order))[None, :]
+    b = len(order)
+    # columns: claim, claim & invariant, 1, then per benchmark: claim_b, (claim & invariant)_b, 1_b
+    units = np.column_stack([claim, claim & invariant, np.ones(n, bool), onehot & claim[:, None],
+                             onehot & (claim & invariant)[:, None], onehot]).astype(np.float64)
+
+    def mean_over_benchmarks(sums: np.ndarray) -> np.ndarray:
+        per = sums[:, 3 + b : 3 + 2 * b] / sums[:, 3 : 3 + b]
+        defined = ~np.isnan(per)
+        count = defined.sum(1)
+        return np.where(count > 0, np.where(defined, per, 0).sum(1) / np.maximum(count, 1), np.nan)
+
+    statistics = {"nvcr": _ratio(0, 2), "hvrr": _ratio(1, 2), "p_invariant_given_claim": _ratio(1, 0),
+                  "p_invariant_given_claim_mean_over_benchmarks": mean_over_benchmarks}
     intervals = bootstrap_intervals(statistics, units, groups, n_resamples, confidence, seed)
     out: dict = {key: intervals[key].estimate_or_none() for key in HALLUCINATION_KEYS}
     ci = {key: intervals[key].bounds() for key in HALLUCINATION_KEYS}
     out["ci"] = ci
     out["n"] = n
     out["n_claims"] = int(claim.sum())
+    out["n_benchmarks"] = b
+    per_benchmark = {}
+    if benchmarks is not None:
+        totals = units.sum(0)
+        for j, name in enumerate(order):
+            size, claims, hallucinated = totals[3 + 2 * b + j], totals[3 + j], totals[3 + b + j]
+            per_benchmark[name] = {"nvcr": float(claims / size), "hvrr": float(hallucinated / size),
+                                   "p_invariant_given_claim": float(hallucinated / claims) if claims else None,
+                                   "n": int(size), "n_claims": int(claims)}
+    out["per_benchmark"] = per_benchmark
     return out
