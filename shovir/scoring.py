@@ -21,6 +21,8 @@ Feeds (how a binding's conditions become a metric's arguments):
 ``vqa_reliance``  per question: answers under real, shuffled (and blank) images, per report arm
 ``vqa_rationales`` per question: the real-image rationale and answers under real and shuffled images
 ``vqa_swap``      per question: answers under the real and the swapped image, both arms together
+``judged_texts``  per image: generated vs reference report text, through the LLM judge named by the
+                  binding's ``judge`` option (ICARE, GREEN); skipped unless ``score_run`` is given one
 ================= ===================================================================================
 
 Intervals are percentile bootstraps resampling patients when the samples carry patient ids. A
@@ -28,6 +30,12 @@ metric that cannot run here (F1-RadGraph without its weights, HVRR without ratio
 as ``{"unavailable": reason}`` and the report says why.
 With ``allow_partial``, each metric uses the samples all of its inputs cover, and ``coverage``
 says how many were expected and present per model × condition.
+
+LLM judges (``judges={"icare": {"backend": "openai", "options": {...}}, "green": ...}``) are built
+once per scoring and shared by every model, so ICARE writes and filters the reference reports'
+questions once; their calls are cached in ``<run>/judges/calls.jsonl`` (a rescore makes none) and
+their per-question / per-report logs go to ``<run>/judges/<judge>/<alias>/<condition>.jsonl``.
+``results.json`` keeps the scores and counts; the logs keep what each score rests on.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from shovir.runner.plan import Request, generation_key
 from shovir.runner.records import Prediction
 from shovir.runner.store import GenerationStore, read_lines
 
-__all__ = ["IncompleteRun", "RunFolder", "score_run", "FEEDS", "answer_margin"]
+__all__ = ["IncompleteRun", "JUDGES", "RunFolder", "build_judges", "score_run", "FEEDS", "answer_margin"]
 
 
 class IncompleteRun(ValueError):
@@ -168,6 +176,8 @@ class _Context:
     seed: int
     allow_partial: bool
     section: dict[str, Any] = field(default_factory=dict)
+    judges: dict[str, Any] = field(default_factory=dict)
+    judge_dir: Path | None = None
 
     def labels_of(self, kinds: Sequence[str], with_report: bool | None = False) -> list[ConditionSpec]:
         """The run's conditions of these kinds (in the order of ``kinds``, then by p)."""
@@ -275,13 +285,19 @@ def _pair_contrast(binding: Binding, metric: Callable[..., Any], ctx: _Context) 
 def _curve(binding: Binding, metric: Callable[..., Any], ctx: _Context) -> dict[str, Any]:
     source = ctx.section.get(binding.options["source"], {})
     out = {}
+    field_name = binding.options["field"]
     for kind in binding.conditions:
-        points = sorted((ConditionSpec.parse(label).p, result[binding.options["field"]])
-                        for label, result in source.items()
-                        if ConditionSpec.parse(label).name == kind and not ConditionSpec.parse(label).with_report)
+        points = sorted(((ConditionSpec.parse(label).p, result) for label, result in source.items()
+                         if ConditionSpec.parse(label).name == kind and not ConditionSpec.parse(label).with_report),
+                        key=lambda point: point[0])
         # S_AUC normalises by f(0): it needs the p = 0 point and a non-zero baseline
-        if len(points) > 1 and points[0][0] == 0 and points[0][1]:
-            out[kind] = metric([p for p, _ in points], [f for _, f in points])
+        if len(points) > 1 and points[0][0] == 0 and points[0][1].get(field_name):
+            strengths = [p for p, _ in points]
+            if all("per_class" in r and "counts" in r for _, r in points):  # both named forms: μ-F1 and class mean
+                out[kind] = metric(strengths, per_class_f1=[r["per_class"] for _, r in points],
+                                   class_counts=[r["counts"] for _, r in points])
+            else:
+                out[kind] = metric(strengths, [r[field_name] for _, r in points])
     return out
 
 
@@ -322,8 +338,16 @@ def _vqa_rationales(binding: Binding, metric: Callable[..., Any], ctx: _Context)
         out[real] = metric([extract_rationale(t) for t in texts], [ctx.samples[i]["question"] for i in ids],
                            [extract_answer(t) for t in texts], [extract_answer(t) for t in ctx.texts(shuffled, ids)],
                            [ctx.samples[i]["answer"] for i in ids], [ctx.samples[i].get("options") or None for i in ids],
-                           clusters=ctx.clusters(ids), n_resamples=ctx.n_resamples, seed=ctx.seed)
+                           clusters=ctx.clusters(ids), n_resamples=ctx.n_resamples, seed=ctx.seed,
+                           benchmarks=_benchmarks(ctx, ids))
     return out
+
+
+def _benchmarks(ctx: _Context, ids: Sequence[str]) -> list[str] | None:
+    """Each sample's source benchmark (the VQA rows' ``dataset``), for Beyond Accuracy Table 4's
+    mean over benchmarks; ``None`` where the rows do not say."""
+    names = [ctx.samples[i].get("dataset") for i in ids]
+    return [str(name) for name in names] if names and all(names) else None
 
 
 def answer_margin(scores: dict[str, float] | None, options: Sequence[str] | None, reference: str | None) -> float | None:
@@ -372,6 +396,27 @@ def _vqa_swap(binding: Binding, metric: Callable[..., Any], ctx: _Context) -> di
                               margins_swapped=rows["m1"] if margins else None)}
 
 
+def _judged_texts(binding: Binding, metric: Callable[..., Any], ctx: _Context) -> dict[str, Any]:
+    name = binding.options["judge"]
+    judge = ctx.judges.get(name)
+    if judge is None:  # no judge given for this metric: nothing to record
+        return {}
+    out: dict[str, Any] = {}
+    for spec in ctx.labels_of(binding.conditions):
+        ids = ctx.per_image(spec.label)
+        log = ctx.judge_dir / name / ctx.alias / f"{spec.label}.jsonl" if ctx.judge_dir is not None else None
+        try:
+            result = metric([ctx.samples[i].get("report") or "" for i in ids], ctx.texts(spec.label, ids), ids=ids,
+                            evaluator=judge, log_path=log, n_resamples=ctx.n_resamples, bootstrap_seed=ctx.seed)
+        except (ImportError, OSError, MetricUnavailable) as error:
+            out[spec.label] = {"unavailable": str(error)}
+            continue
+        for bulky in ("per_report", "reports"):  # the log holds them, per question and per report
+            result.pop(bulky, None)
+        out[spec.label] = result
+    return out
+
+
 FEEDS: dict[str, Feed] = {
     "image_codes": _image_codes,
     "image_texts": _image_texts,
@@ -382,6 +427,7 @@ FEEDS: dict[str, Feed] = {
     "vqa_reliance": _vqa_reliance,
     "vqa_rationales": _vqa_rationales,
     "vqa_swap": _vqa_swap,
+    "judged_texts": _judged_texts,
 }
 """Feed name → function ``(binding, metric, context) -> {condition: result}``."""
 
@@ -425,6 +471,41 @@ def _write_labels(root: Path, alias: str, predictions: dict[str, dict[str, Predi
                     for i, c in zip(ids, codes)), encoding="utf-8")
 
 
+JUDGES = ("icare", "green")
+"""The LLM-judged metrics ``score_run`` can be given a backend for."""
+
+
+def build_judges(judges: dict[str, Any] | None, cache: str | Path | None = None, progress: bool = False) -> dict[str, Any]:
+    """``{"icare": Icare, "green": Green}`` from ``{name: {"backend": NAME, "options": {...}}}`` (or
+    from a backend name alone, or an already built evaluator), sharing one call cache.
+
+    >>> sorted(build_judges({"icare": "offline"}))
+    ['icare']
+    """
+    from shovir.icare import CallCache, Green, Icare
+
+    out: dict[str, Any] = {}
+    shared = CallCache(cache)
+    for name, spec in (judges or {}).items():
+        if name not in JUDGES:
+            raise ValueError(f"judges: unknown LLM-judged metric {name!r}; expected one of {', '.join(JUDGES)}")
+        if isinstance(spec, (Icare, Green)):
+            out[name] = spec
+            continue
+        if isinstance(spec, str):
+            spec = {"backend": spec}
+        if not isinstance(spec, dict) or not isinstance(spec.get("backend"), str):
+            raise ValueError(f"judges[{name!r}]: expected a backend name or {{'backend': NAME, 'options': {{...}}}}, "
+                             f"got {spec!r}")
+        unknown = sorted(set(spec) - {"backend", "options", "settings"})
+        if unknown:
+            raise ValueError(f"judges[{name!r}]: unknown key(s) {unknown}; use backend, options and settings")
+        evaluator = Icare if name == "icare" else Green
+        out[name] = evaluator(spec["backend"], spec.get("options") or {}, cache=shared, progress=progress,
+                              **(spec.get("settings") or {}))
+    return out
+
+
 def score_run(
     run_dir: str | Path,
     labeler: str = "rule",
@@ -432,8 +513,13 @@ def score_run(
     n_resamples: int = 1000,
     seed: int = 0,
     allow_partial: bool = False,
+    judges: dict[str, Any] | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Compute the results document of a run folder (see the module docstring).
+
+    ``judges`` gives the LLM-judged metrics of the protocols (ICARE, GREEN) their backends
+    (:func:`build_judges`); without it their bindings are skipped.
 
     Raises :class:`IncompleteRun` naming what is missing when the run is incomplete and
     ``allow_partial`` is false.
@@ -449,16 +535,24 @@ def score_run(
     if not complete and not allow_partial:
         raise IncompleteRun(_missing_message(run, coverage))
     label = _Labels(get_labeler(labeler, **(labeler_options or {})))
+    built = build_judges(judges, run.root / "judges" / "calls.jsonl", progress=progress) if judges else {}
     task = "vqa" if any("question" in s for s in run.samples.values()) else "report"
     kinds = {ConditionSpec.parse(c["name"]).name for c in run.info["config"]["conditions"]}
     protocols = protocols_for(task, kinds)
     models: dict[str, Any] = {}
-    for alias in run.aliases:
-        _write_labels(run.root, alias, predictions[alias], label)
-        ctx = _Context(alias, predictions[alias], run.samples, label, n_resamples, seed, allow_partial)
-        entry = next(m for m in run.info["config"]["models"] if m["alias"] == alias)
-        models[alias] = {"adapter": entry["name"],
-                         "protocols": {protocol.name: score_protocol(protocol, ctx) for protocol in protocols}}
+    try:
+        for alias in run.aliases:
+            _write_labels(run.root, alias, predictions[alias], label)
+            ctx = _Context(alias, predictions[alias], run.samples, label, n_resamples, seed, allow_partial,
+                           judges=built, judge_dir=run.root / "judges")
+            entry = next(m for m in run.info["config"]["models"] if m["alias"] == alias)
+            models[alias] = {"adapter": entry["name"],
+                             "protocols": {protocol.name: score_protocol(protocol, ctx) for protocol in protocols}}
+    finally:
+        for name, evaluator in built.items():
+            if evaluator is not (judges or {}).get(name):  # close what was built here, not the caller's
+                evaluator.close()
+    judged = {name: {**evaluator.config(), "calls": dict(evaluator.caller.stats)} for name, evaluator in built.items()}
     config = run.info["config"]
     return {
         "schema_version": SCHEMA_VERSION,
@@ -467,7 +561,7 @@ def score_run(
         "run": {"config": config, "config_hash": run.info["config_hash"], "seed": config["seed"], "plan": run.info["plan"],
                 "skipped": run.info.get("skipped", {}), "models": run.info.get("models", {}), "status": run.info.get("status")},
         "scoring": {"labeler": labeler, "n_resamples": n_resamples, "seed": seed, "allow_partial": allow_partial,
-                    "task": task, "protocols": [p.name for p in protocols]},
+                    "task": task, "protocols": [p.name for p in protocols], "judges": judged},
         "coverage": coverage,
         "versions": package_versions(),
         "models": models,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Never part of a wheel, and large (.venv), stale (build/) or run outputs if copied.
@@ -70,3 +72,14 @@ class Toy(ModelAdapter):
 
 register_model("toy", "toy_model:Toy")
 '''
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """``shovir demo`` once per test session (every protocol, the default 200 images):
+    ``(out folder, report path, calibration checks)``. Tests read its outputs, never modify them."""
+    from shovir.calibration.demo import run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    report, checks = run_demo(out, cache_dir=str(out / "cache"), progress=False, quiet=True)
+    return out, report, checks

@@ -5,7 +5,8 @@
 keep-alive like the real servers. What it answers is scripted:
 
 * ``answer(request) -> str``: the reply text, derived from the request body (default
-  :func:`brightness_answer`: the mean pixel value of the decoded PNG and the question);
+  :func:`brightness_answer`: the mean pixel value of the decoded PNG and the question;
+  :func:`sentence_judge` plays an ICARE / GREEN judge that reads reports sentence by sentence);
 * ``delay``: seconds before each answer;
 * ``logprobs(request) -> [(token, logprob), ...]``: the first token's top log-probabilities,
   returned when the request asks for them (default: no logprobs);
@@ -30,6 +31,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import socket
 import threading
 import time
@@ -42,7 +44,7 @@ import numpy as np
 from PIL import Image
 
 __all__ = ["FakeOpenAIServer", "Reply", "brightness_answer", "fail_first", "fail_when", "request_images",
-           "request_text"]
+           "request_text", "sentence_judge"]
 
 
 @dataclass
@@ -119,6 +121,58 @@ def brightness_answer(request: dict) -> str:
     images = request_images(request)
     mean = float(images[0].mean()) if images else float("nan")
     return f"brightness {mean:.1f}: {request_text(request).splitlines()[-1] if request_text(request) else ''}"
+
+
+def _sentences(report: str) -> list[str]:
+    return [s.strip().rstrip(".").lower() for s in re.split(r"(?<=[.!?])\s+", report.strip()) if s.strip()]
+
+
+def _quoted_report(text: str) -> str | None:
+    match = re.search(r'Radiology report:\n"""\n(.*?)\n"""', text, re.S)
+    return match.group(1) if match else None
+
+
+def sentence_judge(request: dict) -> str:
+    """A deterministic judge for shovir's ICARE and GREEN prompts, one finding per report sentence.
+
+    * writing questions: one per sentence of the report, "Does the report say that <sentence>?"
+      with the options Yes / No / Partly / Not stated and the key Yes (as many as asked for);
+    * answering: "Yes" when the quoted sentence is in the report it is given, else "Not stated"
+      (so without a report every question is answered wrongly and kept by the filter);
+    * GREEN: the reference's sentences found in the candidate are matched findings, the others
+      (b) missing findings, the candidate's extra sentences (a) false reports.
+    """
+    text = request_text(request)
+    if "multiple-choice questions" in text:
+        wanted = int(re.search(r"Write (\d+) different", text).group(1))
+        done = set(re.findall(r"^- (.*)$", text, re.M))
+        items = []
+        for sentence in _sentences(_quoted_report(text) or ""):
+            question = f"Does the report say that {sentence}?"
+            if question not in done and len(items) < wanted:
+                items.append(f"**{len(items) + 1}: {question}**\nA) Yes\nB) No\nC) Partly\nD) Not stated\nAnswer: A")
+        return "\n\n".join(items)
+    if text.rstrip().endswith("nothing else."):
+        question = re.search(r"^Question: Does the report say that (.*)\?$", text, re.M)
+        options = dict(re.findall(r"^([A-D])\) (.*)$", text, re.M))
+        report = _quoted_report(text)
+        said = question is not None and report is not None and question.group(1) in _sentences(report)
+        wanted = "Yes" if said else "Not stated"
+        return next((letter for letter, option in options.items() if option == wanted), "?")
+    if "[Matched Findings]" in text:
+        reference = re.search(r"2\. Reference Report:\n\s*(.*?)\n\n", text, re.S).group(1)
+        candidate = re.search(r"3\. Candidate Report:\n\s*(.*?)\n\n", text, re.S).group(1)
+        ref, cand = _sentences(reference), _sentences(candidate)
+        matched = [s for s in ref if s in cand]
+        missing = [s for s in ref if s not in cand]
+        false = [s for s in cand if s not in ref]
+        lines = [f"(a) False report of a finding in the candidate: {len(false)}. {'; '.join(false)}",
+                 f"(b) Missing a finding present in the reference: {len(missing)}. {'; '.join(missing)}"]
+        lines += [f"({letter}) Other: 0." for letter in "cdef"]
+        return ("[Explanation]:\nCompared sentence by sentence.\n\n[Clinically Significant Errors]:\n" + "\n".join(lines)
+                + "\n\n[Clinically Insignificant Errors]:\nNo Clinically Insignificant Errors\n\n[Matched Findings]:\n"
+                + f"{len(matched)}. {'; '.join(matched)}")
+    return "I do not understand the request."
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -12,10 +12,8 @@ from shovir.calibration.demo import PROTOCOLS, run_demo
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    report, checks = run_demo(out, cache_dir=str(out / "cache"), progress=False, quiet=True)
-    return out, report, checks
+def demo(demo_run):
+    return demo_run  # one demo per session, shared with the leaderboard's browser test (conftest.py)
 
 
 def test_demo_calibration_verdict_holds_for_every_protocol(demo):

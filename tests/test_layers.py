@@ -16,12 +16,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "shovir"
 
 LAYERS: dict[str, int] = {
     "labels": 0, "conditions": 0, "boxes": 0, "registry": 0, "protocols": 0, "results": 0,
-    "perturb": 1, "metrics": 1, "labelers": 1, "models": 1, "evaluate_modules": 1, "examples": 1,
-    "data": 2,
+    "perturb": 1, "metrics": 1, "labelers": 1, "models": 1, "evaluate_modules": 1, "examples": 1, "spaces": 1,
+    "data": 2, "icare": 2,
     "runner": 3,
     "scoring": 4,
     "report": 5,
-    "calibration": 6,
+    "calibration": 6, "leaderboard": 6,
     "cli": 7,
 }
 """Top-level module or subpackage of ``shovir`` → its layer (lower may not import higher)."""

@@ -115,7 +115,9 @@ def test_single_process_run_writes_one_file_per_condition(single_run):
     assert names == sorted(["baseline", "full_noise", "ro_p00", "ro_p100", "oco_p00", "oco_p60", "oco_p100", "doco_p100"])
     run_info = json.loads((single_run / "run.json").read_text())
     n_pairs = len((single_run / "samples.jsonl").read_text().splitlines())
-    assert run_info["plan"]["requests"] == 8 * n_pairs
+    without_context = run_info["plan"]["skipped"]["doco_without_context_boxes"]  # DOCO only where B_c̄ exists
+    assert 0 < without_context < n_pairs and run_info["plan"]["requests"] == 8 * n_pairs - without_context
+    assert run_info["plan"]["samples_per_kind"]["doco"] == n_pairs - without_context
     baseline = {r["sample_id"]: r for r in predictions["predictions/toy/synthetic/baseline.jsonl"]}
     oco0 = {r["sample_id"]: r for r in predictions["predictions/toy/synthetic/oco_p00.jsonl"]}
     assert {k: v["text"] for k, v in baseline.items()} == {k: v["text"] for k, v in oco0.items()}  # p = 0 is the baseline

@@ -44,10 +44,17 @@ def test_the_plan_lists_calls_image_by_image(sweep):
     runs = [row for i, row in enumerate(shown) if i == 0 or shown[i - 1] != row]
     assert len(runs) == len(set(runs)) == len(set(dataset["image_id"]))  # one contiguous run per image
     # the full ShoViR set of one image: baseline + full noise + 15 box calls per (image, class) pair
+    # (OCO, RO, DOCO at p = 0.2 .. 1), less DOCO's 5 on pairs without context boxes
     pairs_per_row = Counter(dataset["image_id"])
     first_rows = {image_id: dataset["image_id"].index(image_id) for image_id in pairs_per_row}
+    without_context = Counter(image for image, boxes in zip(dataset["image_id"], dataset["context_boxes"]) if not boxes)
+    assert 0 < sum(without_context.values()) < len(dataset)  # the fixture has both kinds of pair
     for image_id, pairs in pairs_per_row.items():
-        assert shown.count(first_rows[image_id]) == 2 + 15 * pairs
+        assert shown.count(first_rows[image_id]) == 2 + 15 * pairs - 5 * without_context[image_id]
+    assert plan.skipped["doco_without_context_boxes"] == [
+        s for s, boxes in zip(dataset["sample_id"], dataset["context_boxes"]) if not boxes]
+    assert plan.samples_per_kind()["doco"] == len(dataset) - sum(without_context.values())
+    assert plan.samples_per_kind()["oco"] == plan.samples_per_kind()["ro"] == len(dataset)
 
 
 def test_each_chunk_decodes_its_image_once_and_matches_per_call_perturbation(sweep):

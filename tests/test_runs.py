@@ -239,7 +239,7 @@ def test_sigint_flushes_the_batch_and_a_rerun_completes(tmp_path, cache):
 
 def _args(**values):
     defaults = dict(config=None, model=[], model_option=[], dataset=None, dataset_option=[], conditions=None, seed=None,
-                    batch_size=None, noise=None, limit=None)
+                    batch_size=None, noise=None, limit=None, blank=None, swap_ssim_below=None)
     return types.SimpleNamespace(**{**defaults, **values})
 
 
@@ -248,14 +248,16 @@ def test_flags_override_the_config_file(tmp_path):
 
     path = tmp_path / "sweep.yaml"
     path.write_text("dataset: {name: synthetic, rows: pairs, n_images: 20}\nmodels: [counting]\nconditions: shovir\n"
-                    "seed: 1\nbatch_size: 8\n")
+                    "seed: 1\nbatch_size: 8\nblank: input\n")
     config = sweep_config(_args(config=str(path), seed=9, batch_size=2, conditions="baseline", limit=5,
-                                dataset_option=["n_images=4"], model_option=["checkpoint=z"]))
+                                dataset_option=["n_images=4"], model_option=["checkpoint=z"], blank="paper",
+                                swap_ssim_below=0.9))
     assert (config.seed, config.batch_size, config.limit, [c.label for c in config.conditions]) == (9, 2, 5, ["baseline"])
+    assert (config.blank, config.swap_ssim_below) == ("paper", 0.9)
     assert config.dataset == {"name": "synthetic", "rows": "pairs", "n_images": 4}
     assert [(m.name, dict(m.options), m.alias) for m in config.models] == [("counting", {"checkpoint": "z"}, "counting@z")]
     unchanged = sweep_config(_args(config=str(path)))
-    assert (unchanged.seed, unchanged.batch_size, len(unchanged.conditions)) == (1, 8, 20)
+    assert (unchanged.seed, unchanged.batch_size, len(unchanged.conditions), unchanged.blank) == (1, 8, 20, "input")
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -8,6 +8,8 @@
 * :mod:`shovir.metrics.swap` — ModaLens: image-swap flip rates per arm, paired difference,
   margin changes, patient-clustered intervals.
 * :mod:`shovir.metrics.answers` — answer extraction and normalisation for VQA.
+* :mod:`shovir.metrics.icare` — ICARE: answer agreement of the two agents (ICARE-GT/GEN/AVG).
+* :mod:`shovir.metrics.green` — GREEN: matched findings over matched + clinically significant errors.
 * :mod:`shovir.metrics.bootstrap` — iid and patient-clustered bootstrap, permutation tests.
 
 :data:`METRICS` registers every metric a protocol can bind (:mod:`shovir.protocols`) with what a
@@ -34,6 +36,8 @@ from shovir.metrics.clinical import (
     per_target_f1,
     sensitivity_auc,
 )
+from shovir.metrics.green import green_score, green_summary
+from shovir.metrics.icare import icare_agreement
 from shovir.metrics.swap import swap_sensitivity
 from shovir.metrics.visual_reliance import detect_visual_claims, hallucination_metrics, visual_reliance
 from shovir.registry import Registry
@@ -71,6 +75,10 @@ _BUILT_IN = {
                                      "hvrr", "NVCR and HVRR: visual claims that do not depend on the image"),
     "swap_sensitivity": _metric("shovir.metrics.swap:swap_sensitivity", "modalens", True, "swap_sensitivity",
                                 "paired image-swap flip rates with and without the report"),
+    "icare": _metric("shovir.icare.pipeline:icare", "shovir", True, "icare",
+                     "ICARE-GT, ICARE-GEN, ICARE-AVG: agreement of LLM agents on questions written from either report"),
+    "green": _metric("shovir.icare.green:green", "shovir", True, "green",
+                     "GREEN: matched findings / (matched + clinically significant errors), by an LLM judge"),
 }
 METRICS = Registry("metric", "shovir.metrics", {name: target for name, (target, _) in _BUILT_IN.items()},
                    {name: meta for name, (_, meta) in _BUILT_IN.items()})
@@ -87,7 +95,10 @@ __all__ = [
     "detect_visual_claims",
     "extract_answer",
     "extract_rationale",
+    "green_score",
+    "green_summary",
     "hallucination_metrics",
+    "icare_agreement",
     "normalize_answer",
     "swap_sensitivity",
     "visual_reliance",

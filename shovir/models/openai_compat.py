@@ -40,6 +40,8 @@ Reasoning models: a ``reasoning_content`` (or ``reasoning``) field of the reply,
 
 Concurrency and retries
 -----------------------
+The connections, retries and call accounting are :class:`shovir.models.chat.ChatClient`'s, the
+one chat-completions client of shovir (the ICARE and GREEN backends use it too).
 :meth:`OpenAICompatible.generate` sends a batch concurrently through one thread pool of
 ``max_concurrency`` workers, created on first use and reused by every later call (each worker
 keeps one keep-alive connection), and returns the generations in input order. A request is
@@ -81,42 +83,30 @@ Example (nothing is sent until :meth:`~OpenAICompatible.generate`)::
 from __future__ import annotations
 
 import base64
-import email.utils
-import hashlib
-import http.client
-import json
 import math
 import numbers
-import os
-import random
-import ssl
 import struct
-import threading
-import time
 import zlib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 from PIL import Image  # noqa: F401  (the doctests draw images with it)
 
 from shovir.models.base import Generation, Message, ModelAdapter, validate_messages
-from shovir.models.decoding import row_seed, split_reasoning
+from shovir.models.chat import MAX_RETRY_AFTER, ChatClient, ChatResult, reply_text, retry_delay
+from shovir.models.chat import integer_option as _integer
+from shovir.models.chat import number_option as _number
+from shovir.models.decoding import row_seed
 from shovir.models.images import to_8bit
 from shovir.models.pretrained import REPORT_TEMPLATE, check_template, compose_text
 
-__all__ = ["OpenAICompatible", "encode_png", "option_scores", "png_data_url", "request_seed", "retry_delay"]
+__all__ = ["MAX_RETRY_AFTER", "OpenAICompatible", "encode_png", "option_scores", "png_data_url", "request_seed",
+           "retry_delay"]
 
 TOP_LOGPROBS = 20
 """How many alternatives of the first token are asked for (vLLM's default ceiling)."""
 
-MAX_RETRY_AFTER = 300.0
-"""The longest ``Retry-After`` honoured, in seconds (a server asking for more is waited on this long)."""
-
-_MAX_BACKOFF = 60.0
-_RETRYABLE = {408, 429, 500, 502, 503, 504}
 _SEED_MASK = 2**31 - 1  # llama.cpp reads the seed as uint32, others as int32/int64: 31 bits fit them all
 
 
@@ -234,58 +224,15 @@ def request_seed(seed: int, message: Message) -> int:
     return row_seed(seed, message) & _SEED_MASK
 
 
-def retry_delay(attempt: int, backoff: float, rng: random.Random) -> float:
-    """Seconds to wait before retry number ``attempt`` (1, 2, ...): exponential with jitter.
-
-    >>> rng = random.Random(0)
-    >>> [round(retry_delay(k, 0.5, rng), 3) for k in (1, 2, 3)]
-    [0.672, 1.258, 1.841]
-    """
-    return min(_MAX_BACKOFF, backoff * 2 ** (attempt - 1) * (0.5 + rng.random()))
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), capped.
-
-    >>> _retry_after("2"), _retry_after("0.25"), _retry_after(None), _retry_after("soon")
-    (2.0, 0.25, None, None)
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = when.timestamp() - time.time()
-    if math.isnan(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
 # --------------------------------------------------------------------------- the adapter
 
 
-class _Failed(Exception):
-    """One attempt failed; ``reason`` is short and never holds the key."""
-
-    def __init__(self, reason: str, detail: str = "", retry: bool = True, wait: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.detail, self.retry, self.wait = reason, detail, retry, wait
-
-
-class _Aborted(Exception):
-    """Another request of the batch hit a misconfiguration; stop this one."""
-
-
-class OpenAICompatible(ModelAdapter):
+class OpenAICompatible(ChatClient, ModelAdapter):
     """A model served behind an OpenAI-compatible ``/chat/completions`` endpoint with image inputs.
 
     See the module docstring for the request layout, the retry policy, what keys the cache and how
-    the key is kept out of every record.
+    the key is kept out of every record. The connections, retries and accounting are
+    :class:`~shovir.models.chat.ChatClient`'s, shared with the ICARE and GREEN backends.
 
     Args:
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``vllm serve``); requests go to
@@ -329,22 +276,8 @@ class OpenAICompatible(ModelAdapter):
         report_template: str = REPORT_TEMPLATE,
         logprobs: str | bool = "auto",
     ) -> None:
-        self.base_url = _check_base_url(base_url)
-        parts = urlsplit(self.base_url)
-        self._scheme, self._host, self._port = parts.scheme, parts.hostname or "", parts.port
-        self._target = parts.path + "/chat/completions" + (f"?{parts.query}" if parts.query else "")
-        if not isinstance(model, str) or not model.strip():
-            raise ValueError(f"model is required: pass model=<the served model name> (what the server lists under "
-                             f"GET {self.base_url}/models), got {model!r}")
-        self.model = model
-        if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env.strip()):
-            raise ValueError(f"api_key_env must be the name of an environment variable (e.g. 'OPENAI_API_KEY') or "
-                             f"None, got {api_key_env!r}; never put the key itself in a config")
-        self.api_key_env = api_key_env
-        self.max_concurrency = _integer("max_concurrency", max_concurrency, 1)
-        self.timeout = _number("timeout", timeout, positive=True)
-        self.max_retries = _integer("max_retries", max_retries, 0)
-        self.backoff = _number("backoff", backoff, positive=False)
+        ChatClient.__init__(self, base_url, model, api_key_env=api_key_env, max_concurrency=max_concurrency,
+                            timeout=timeout, max_retries=max_retries, backoff=backoff)
         self.temperature = _number("temperature", temperature, positive=False)
         self.max_tokens = _integer("max_tokens", max_tokens, 1)
         if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool)):
@@ -364,10 +297,6 @@ class OpenAICompatible(ModelAdapter):
                              f"(never ask), got {logprobs!r}")
         self.logprobs: str | bool = logprobs
         self.batch_size = self.max_concurrency
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-        self._local = threading.local()
-        self._connections: list[http.client.HTTPConnection] = []
 
     # ----- identity
     def config(self) -> dict[str, Any]:
@@ -384,19 +313,6 @@ class OpenAICompatible(ModelAdapter):
             "top_logprobs": TOP_LOGPROBS if self.logprobs else None,
             "image_encoding": "png-8bit",
         }
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
-                f"api_key_env={self.api_key_env!r}, max_concurrency={self.max_concurrency})")
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)  # pools, locks and sockets do not cross processes
-        state.update(_pool=None, _pool_lock=None, _local=None, _connections=[])
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pool_lock, self._local = threading.Lock(), threading.local()
 
     # ----- requests
     def question(self, message: Message, index: int = 0) -> str:
@@ -439,232 +355,28 @@ class OpenAICompatible(ModelAdapter):
 
     # ----- generation
     def generate(self, messages: Sequence[Message]) -> list[Generation]:
-        """One :class:`Generation` per message, in order; at most ``max_concurrency`` requests in flight."""
+        """One :class:`Generation` per message, in order; at most ``max_concurrency`` requests in flight.
+
+        Each body is built in the worker that sends it, so image encoding runs concurrently too.
+        """
         checked = self._validate(messages)
         if not checked:
             return []
-        self._api_key()  # a missing variable fails the batch before anything is sent
-        pool = self._executor()
-        abort = threading.Event()
-        futures: list[Future[Generation]] = [pool.submit(self._one, message, index, abort)
-                                             for index, message in enumerate(checked)]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futures if f in done and f.exception() is not None), None)
-        if failed is not None:
-            abort.set()  # the others stop at their next attempt instead of retrying a hopeless request
-            for future in futures:
-                future.cancel()
-            error = failed.exception()
-            assert error is not None
-            raise error
-        return self._check_batch(checked, [future.result() for future in futures])
-
-    def close(self) -> None:
-        """Stop the worker threads and close their connections (a later call starts new ones)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-            connections, self._connections = self._connections, []
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        for connection in connections:
-            connection.close()
+        results = self.post_many([_body_builder(self, message, index) for index, message in enumerate(checked)])
+        return self._check_batch(checked, [self._parse(message, result) for message, result in zip(checked, results)])
 
     def __enter__(self) -> "OpenAICompatible":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="shovir-openai")
-            return self._pool
-
-    def _api_key(self) -> str | None:
-        if self.api_key_env is None:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise ValueError(f"api_key_env: the environment variable {self.api_key_env!r} is not set; export it "
-                             "with the server's API key, or drop api_key_env for a server without one")
-        return key
-
-    def _one(self, message: Message, index: int, abort: threading.Event) -> Generation:
-        payload = json.dumps(self.request_body(message, index)).encode("utf-8")
-        attempts = self.max_retries + 1
-        rng: random.Random | None = None
-        failure: _Failed | None = None
-        for attempt in range(1, attempts + 1):
-            if abort.is_set():
-                raise _Aborted
-            try:
-                return self._parse(message, self._attempt(payload))
-            except _Failed as error:
-                failure = error
-            if not failure.retry:
-                return self._failure(failure, attempt)
-            if attempt < attempts:
-                if failure.wait is not None:
-                    delay = failure.wait
-                else:
-                    if rng is None:  # seeded by the request: the same waits whatever the threads do
-                        rng = random.Random(hashlib.sha256(payload).digest())
-                    delay = retry_delay(attempt, self.backoff, rng)
-                if abort.wait(delay):
-                    raise _Aborted
-        assert failure is not None
-        return self._failure(failure, attempts)
-
-    @staticmethod
-    def _failure(failure: _Failed, attempts: int) -> Generation:
-        text = f"{failure.reason} after {attempts} attempt{'s' if attempts != 1 else ''}"
-        return Generation.failure(f"{text}: {failure.detail}" if failure.detail else text)
-
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        """This thread's keep-alive connection, and whether it already served a request."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            return connection, True
-        if self._scheme == "https":
-            connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
-                                                     context=ssl.create_default_context())
-        else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-        self._local.connection = connection
-        with self._pool_lock:
-            self._connections.append(connection)
-        return connection, False
-
-    def _drop_connection(self) -> None:
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
-            self._local.connection = None
-            with self._pool_lock:
-                if connection in self._connections:
-                    self._connections.remove(connection)
-
-    def _attempt(self, payload: bytes) -> dict[str, Any]:
-        """One POST; the parsed reply of a 200, or :class:`_Failed` (or ``ValueError`` for a misconfiguration)."""
-        key = self._api_key()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
-        for fresh_try in range(2):
-            connection, reused = self._connection()
-            try:
-                connection.request("POST", self._target, body=payload, headers=headers)
-                response = connection.getresponse()
-                data = response.read()
-                break
-            except TimeoutError:
-                self._drop_connection()
-                raise _Failed(f"timeout ({self.timeout:g} s)") from None
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as error:
-                self._drop_connection()
-                if reused and fresh_try == 0:  # the server closed an idle keep-alive connection: not a failure
-                    continue
-                raise _Failed(f"connection error ({type(error).__name__})") from None
-            except (OSError, http.client.HTTPException) as error:
-                self._drop_connection()
-                raise _Failed(f"connection error ({type(error).__name__}: {self._redact(str(error))[:200]})") from None
-        status = response.status
-        if response.will_close:
-            self._drop_connection()
-        if status == 200:
-            try:
-                reply = json.loads(data)
-                choice = reply["choices"][0]
-                if not isinstance(choice["message"], Mapping):
-                    raise TypeError("message is not an object")
-            except (ValueError, KeyError, IndexError, TypeError) as error:
-                detail = self._server_message(data)
-                raise _Failed("malformed reply (no choices[0].message)" if not isinstance(error, json.JSONDecodeError)
-                              else "malformed reply (not JSON)", detail) from None
-            return reply
-        detail = self._server_message(data)
-        if status in (401, 403):
-            raise ValueError(f"{self.name}: HTTP {status} from {self.base_url}: the server refused the request's "
-                             f"credentials ({detail or 'no detail'}); check api_key_env (currently "
-                             f"{self.api_key_env!r}) and the variable it names")
-        if status == 404:
-            raise ValueError(f"{self.name}: HTTP 404 from {self._scheme}://{self._host}{':' if self._port else ''}"
-                             f"{self._port or ''}{self._target} ({detail or 'no detail'}); check base_url and model "
-                             f"(base_url is the API root, usually ending in /v1; model {self.model!r} must be a name "
-                             "the server lists under GET /v1/models)")
-        if status in _RETRYABLE:
-            wait_for = _retry_after(response.getheader("Retry-After")) if status in (429, 503) else None
-            raise _Failed(f"HTTP {status}", detail, wait=wait_for)
-        raise _Failed(f"HTTP {status}", detail, retry=False)
-
-    def _parse(self, message: Message, reply: Mapping[str, Any]) -> Generation:
-        choice = reply["choices"][0]
-        turn = choice["message"]
-        content = turn.get("content")
-        if isinstance(content, list):  # some servers return content parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-        text = content if isinstance(content, str) else ""
-        traces = [r for r in (turn.get("reasoning_content"), turn.get("reasoning")) if isinstance(r, str) and r.strip()]
-        if "think>" in text:
-            text, inline = split_reasoning(text)
-            if inline:
-                traces.append(inline)
+    def _parse(self, message: Message, result: ChatResult) -> Generation:
+        if result.error is not None or result.reply is None:
+            return Generation.failure(result.error or "no reply")
+        text, reasoning = reply_text(result.reply)
+        choice = result.reply["choices"][0]
         scores = option_scores(message.options, choice.get("logprobs")) if self.wants_logprobs(message) else None
-        reasoning = "\n\n".join(dict.fromkeys(t.strip() for t in traces)) or None
-        return Generation(text=text.strip(), reasoning=reasoning, scores=scores)
-
-    def _server_message(self, data: bytes) -> str:
-        """A short, key-free summary of an error body."""
-        try:
-            body = json.loads(data)
-        except ValueError:
-            text = data.decode("utf-8", "replace")
-        else:
-            error = body.get("error", body) if isinstance(body, Mapping) else body
-            if isinstance(error, Mapping):
-                error = error.get("message", error.get("detail", error))
-            text = error if isinstance(error, str) else json.dumps(error)[:200]
-        return " ".join(self._redact(text).split())[:200]
-
-    def _redact(self, text: str) -> str:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        return text.replace(key, "***") if key else text
+        return Generation(text=text, reasoning=reasoning, scores=scores)
 
 
-# --------------------------------------------------------------------------- option checks
+def _body_builder(adapter: OpenAICompatible, message: Message, index: int) -> Any:
+    return lambda: adapter.request_body(message, index)
 
-
-def _check_base_url(base_url: Any) -> str:
-    example = "http://127.0.0.1:8000/v1"
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise ValueError(f"base_url is required: pass the server's API root, e.g. base_url={example!r}, "
-                         f"got {base_url!r}")
-    url = base_url.strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"base_url must be an http:// or https:// URL such as {example!r}, got {base_url!r}")
-    if parts.username or parts.password:
-        raise ValueError("base_url must not hold credentials; put the key in an environment variable and pass its "
-                         "name as api_key_env")
-    if parts.path.endswith("/chat/completions"):
-        raise ValueError(f"base_url is the API root ({url[: -len('/chat/completions')]!r}), without "
-                         f"/chat/completions, got {base_url!r}")
-    try:
-        parts.port
-    except ValueError:
-        raise ValueError(f"base_url has an invalid port: {base_url!r}") from None
-    return url
-
-
-def _integer(field: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{field} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _number(field: str, value: Any, *, positive: bool) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (positive and value == 0):
-        raise ValueError(f"{field} must be a {'positive' if positive else 'non-negative'} number, got {value!r}")
-    return float(value)

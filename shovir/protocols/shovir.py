@@ -4,7 +4,9 @@
 metrics: F1-CheXbert 14/5 and BLEU/ROUGE-L on baseline reports (Table 1), ΔFN between baseline
 and full noise, μ-F1 per condition and p (Fig. 2), Δ_X = μ-F1(RO) − μ-F1(X) and the flip rate
 FR_X against RO at the same p (Fig. 3a, dataset labels as ground truth), S_AUC of μ-F1 versus p,
-and per-disease F1 (Fig. 3b).
+and per-disease F1 (Fig. 3b). Table 1 also reports GREEN; shovir adds ICARE-AVG beside it. Both
+need an LLM judge, so their bindings run only when the scorer is given one
+(``shovir score RUN --icare BACKEND --green BACKEND``); otherwise their columns stay empty.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ PROTOCOL = Protocol(
         Binding("f1", "chexbert_f1", "image_codes", ("baseline", "full_noise")),
         Binding("nlg", "nlg", "image_texts", ("baseline",)),
         Binding("radgraph", "f1_radgraph", "image_texts", ("baseline",)),
+        Binding("green", "green", "judged_texts", ("baseline",), {"judge": "green"}),
+        Binding("icare", "icare", "judged_texts", ("baseline",), {"judge": "icare"}),
         Binding("delta_fn", "delta_fn", "image_contrast", ("baseline", "full_noise")),
         Binding("mu_f1", "per_target_f1", "pair_codes", ("ro", "ro_area", "oco", "doco")),
         Binding("delta", "occlusion_delta", "pair_contrast", ("ro", "oco", "doco")),
@@ -41,6 +45,8 @@ PROTOCOL = Protocol(
         Column("B-4", "nlg", "baseline", ("bleu_4",)),
         Column("R-L", "nlg", "baseline", ("rouge_l",)),
         Column("F1-RG", "radgraph", "baseline", ("f1_radgraph",)),
+        Column("GREEN", "green", "baseline", ("green",)),
+        Column("ICARE-AVG", "icare", "baseline", ("icare_avg",)),
         Column("F1-14 FN", "f1", "full_noise", ("f1_14", "micro")),
         Column("F1-5 FN", "f1", "full_noise", ("f1_5", "micro")),
         Column("ΔFN-14", "delta_fn", "full_noise", ("f1_14_micro",)),

@@ -102,10 +102,15 @@ def write_report(results: Results | dict[str, Any], out_dir: str | Path, title: 
     plan = doc["run"]["plan"]
     lines += [f"Plan: {plan['requests']} records from {plan['calls']} model calls per model "
               f"({plan['saved_calls']} duplicates removed).", ""]
-    counted = {**{f"skipped ({reason})": n for reason, n in plan.get("skipped", {}).items()},
-               **{f"paired as {kind}": n for kind, n in plan.get("pairing", {}).items()}}
-    if counted:
-        lines += ["Substitutions: " + ", ".join(f"{n} images {what}" for what, n in counted.items()) + ".", ""]
+    per_kind = plan.get("samples_per_kind", {})
+    if per_kind:
+        lines += ["Samples per condition: " + ", ".join(f"{kind} {n}" for kind, n in per_kind.items()) + ".", ""]
+    if plan.get("skipped"):
+        lines += ["Not planned: " + ", ".join(f"{n} ({reason.replace('_', ' ')})" for reason, n in plan["skipped"].items())
+                  + ".", ""]
+    if plan.get("pairing"):
+        lines += ["Substitutions: " + ", ".join(f"{n} images paired as {kind.replace('_', ' ')}"
+                                               for kind, n in plan["pairing"].items()) + ".", ""]
     if not doc.get("complete", True):
         lines += ["**Partial run** — scored with `--allow-partial`; each metric uses the samples all its inputs "
                   "cover.", "", _coverage_markdown(results), ""]

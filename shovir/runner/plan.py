@@ -118,10 +118,18 @@ class Plan:
         """Model calls avoided by sharing identical inputs."""
         return len(self.requests) - len(self.calls)
 
+    def samples_per_kind(self) -> dict[str, int]:
+        """Distinct samples each condition kind answers (DOCO covers only pairs with context boxes)."""
+        samples: dict[str, set[str]] = {}
+        for request in self.requests:
+            samples.setdefault(ConditionSpec.parse(request.condition).name, set()).add(request.sample_id)
+        return {kind: len(ids) for kind, ids in samples.items()}
+
     def summary(self) -> dict[str, Any]:
         return {"requests": len(self.requests), "calls": len(self.calls), "saved_calls": self.saved_calls,
                 "skipped": {reason: len(ids) for reason, ids in self.skipped.items()},
-                "pairing": {kind: len(ids) for kind, ids in self.pairing.items()}}
+                "pairing": {kind: len(ids) for kind, ids in self.pairing.items()},
+                "samples_per_kind": self.samples_per_kind()}
 
 
 def _labels_for_swap(columns: Mapping[str, list[Any]]) -> list[list[int]]:
@@ -197,7 +205,16 @@ def build_plan(
         kind = spec.kind
         shown = spec.image_condition
         shown_kind = KINDS[shown]
+        # a box kind on a pair without its boxes shows the clean image: ShoViR scores DOCO only on
+        # pairs that have context boxes (§3.2), so such pairs are not planned, and are counted
+        empty_boxes = [c for c in kind.requires if kind.family == "box" and c.endswith("_boxes") and c in columns]
         for row in range(n):
+            missing = next((c for c in empty_boxes if not columns[c][row]), None)
+            if missing is not None:
+                skipped.setdefault(f"{kind.name}_without_{missing}", [])
+                if sample_ids[row] not in skipped[f"{kind.name}_without_{missing}"]:
+                    skipped[f"{kind.name}_without_{missing}"].append(sample_ids[row])
+                continue
             donor_id = None
             if kind.donor is not None:
                 donor_id = donors[kind.donor].get(image_ids[row])

@@ -53,7 +53,7 @@ __all__ = ["run_sweep", "load_dataset_for", "package_versions", "placement_optio
 
 RUN_SCHEMA = "2"
 _SAMPLE_FIELDS = ("sample_id", "image_id", "patient_id", "study_id", "target_class", "report", "labels", "question",
-                  "answer", "options", "finding")
+                  "answer", "options", "finding", "dataset")
 
 
 class RunInterrupted(RuntimeError):
