@@ -253,3 +253,12 @@ def test_tiny_sweep_runs_and_scores(wheel_env: WheelEnv) -> None:
     assert {"delta_fn", "mu_f1", "flip_rate"} <= _keys(results["models"]["reference-prior"])
     assert "reference-prior" in (run / "report.md").read_text()
     assert sorted(run.glob("*.png")), "score wrote no figures (matplotlib from the wheel's environment)"
+
+
+def test_hub_layouts_work_from_the_wheel(wheel_env: WheelEnv) -> None:
+    out = wheel_env.out / "hub"
+    wheel_env.ok(["shovir", "hub", "publish-leaderboard", "--namespace", "me", "--dry-run", "--out", str(out / "board")])
+    assert sorted(p.name for p in (out / "board").iterdir()) == ["README.md", "app.py", "requirements.txt", "results"]
+    wheel_env.ok(["shovir", "hub", "publish-metrics", "--namespace", "me", "--metric", "flip_rate", "--dry-run",
+                  "--out", str(out / "metrics")])
+    assert (out / "metrics" / "flip_rate" / "flip_rate.py").is_file()
