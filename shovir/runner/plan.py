@@ -166,7 +166,7 @@ def build_plan(
     ...         "target_class": ["Edema", "Cardiomegaly", "Edema"]}
     >>> plan = build_plan(cols, [ConditionSpec("baseline"), ConditionSpec("oco", 0.0), ConditionSpec("oco", 1.0)], seed=0)
     >>> plan.summary()
-    {'requests': 9, 'calls': 5, 'saved_calls': 4, 'skipped': {}, 'pairing': {}}
+    {'requests': 9, 'calls': 5, 'saved_calls': 4, 'skipped': {}, 'pairing': {}, 'samples_per_kind': {'baseline': 3, 'oco': 3}}
     """
     n = len(columns["image_id"])
     image_ids = [str(v) for v in columns["image_id"]]
