@@ -149,7 +149,7 @@ def test_parse_widget_inputs_needs_no_gradio(monkeypatch):
     module = load_metric("nlg")
     assert parse_widget_inputs(module, {"predictions": '["a b"]', "references": '["a b"]'}) == \
         {"predictions": ["a b"], "references": ["a b"]}
-    assert [field.name for field in widget_fields(module)] == ["predictions", "references"]
+    assert [field.name for field in widget_fields(module)] == ["predictions", "references", "clusters"]
     with pytest.raises(ValueError, match=r"unknown input column\(s\) \['prediction'\]"):
         parse_widget_inputs(module, {"prediction": "[]"})
 

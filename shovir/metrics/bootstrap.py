@@ -8,7 +8,19 @@ cluster multiplicities, and all resampled sums come from one matrix product
 trials of one patient, as ModaLens §2 prescribes; with no clusters each unit is its own cluster.
 
 Clusters are numbered in order of first appearance, so results do not depend on how cluster ids
-sort. Confidence intervals are percentile intervals (the ShoViR authors' ``scipy.stats.bootstrap``
+sort.
+
+Draws. Up to :data:`PATTERN_MIN_CLUSTERS` clusters, resample ``b`` draws its clusters as
+``rng.integers(0, G, size=(B, G))`` (in chunks that do not change the stream), so a plain loop
+over the same generator reproduces every resample. From that size on, when the clusters take
+few distinct sum vectors ("patterns": e.g. the 0/1 indicators of a metric), each resample draws
+the *number of picks of each pattern* directly, ``rng.multinomial(G, count_k / G)``: exactly
+the distribution of the per-pattern counts of ``G`` uniform draws with replacement, at a cost
+that no longer grows with ``G``. The permutation test likewise keeps its per-unit signs
+``rng.integers(0, 2, size=(B, G))`` below that size and, from it on, draws for each distinct
+``|d|`` how many of the units carrying it keep their sign, ``Binomial(m_k, 1/2)``: exactly the
+distribution of the sign-flip statistic ``Σ s_i d_i``. Both fast paths change the random stream,
+not the distribution; results stay a deterministic function of (data, seed). Confidence intervals are percentile intervals (the ShoViR authors' ``scipy.stats.bootstrap``
 ``method="percentile"``; Beyond Accuracy §3.6; ModaLens §2).
 """
 
@@ -29,9 +41,22 @@ __all__ = [
     "resampled_sums",
     "bootstrap_interval",
     "paired_permutation_pvalue",
+    "PATTERN_MIN_CLUSTERS",
 ]
 
 _CHUNK_CELLS = 1 << 17  # resamples per chunk sized so draws and multiplicities stay in cache
+PATTERN_MIN_CLUSTERS = 1 << 12
+"""From this many clusters on, :func:`resampled_sums` draws per-pattern counts (module docstring)."""
+_MAX_PATTERN_FRACTION = 8  # the pattern path needs at most one pattern per 8 clusters
+
+
+def _check_count(field: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        shown = "NaN" if isinstance(value, float) and value != value else repr(value)
+        raise ValueError(f"{field}: expected an integer >= {minimum}, got {type(value).__name__} {shown}")
+    if value < minimum:
+        raise ValueError(f"{field}: expected an integer >= {minimum}, got {value}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -80,15 +105,49 @@ def cluster_sums(values: np.ndarray, clusters: Sequence[object] | np.ndarray | N
     if clusters is None:
         return values
     labels = np.asarray(clusters)
-    if labels.shape[0] != values.shape[0]:
-        raise ValueError(f"clusters: expected {values.shape[0]} cluster ids, one per unit, got {labels.shape[0]}")
-    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
-    # order clusters by first appearance so results do not depend on how ids sort
-    order = np.argsort(np.argsort(first))
-    inverse = order[inverse.ravel()]
-    sums = np.zeros((first.size, values.shape[1]), dtype=np.float64)
-    np.add.at(sums, inverse, values)
+    if labels.ndim != 1 or labels.shape[0] != values.shape[0]:
+        raise ValueError(f"clusters: expected {values.shape[0]} cluster ids, one per unit, got {labels.shape[0] if labels.ndim else 'a scalar'}")
+    inverse, n_clusters = _first_appearance_codes(labels)
+    sums = np.empty((n_clusters, values.shape[1]), dtype=np.float64)
+    for column in range(values.shape[1]):
+        sums[:, column] = np.bincount(inverse, weights=values[:, column], minlength=n_clusters)
     return sums
+
+
+def _first_appearance_codes(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Cluster number of each unit, clusters numbered in order of first appearance."""
+    n = labels.shape[0]
+    if labels.dtype.kind in "iu" and n and labels.min() >= 0 and labels.max() < 4 * n + 1024:
+        # small non-negative integer ids: first rows without sorting the units
+        first = np.full(int(labels.max()) + 1, n, dtype=np.int64)
+        np.minimum.at(first, labels, np.arange(n))
+        present = np.flatnonzero(first < n)
+        rank = np.empty(first.size, dtype=np.int64)
+        rank[present[np.argsort(first[present], kind="stable")]] = np.arange(present.size)
+        return rank[labels], int(present.size)
+    _, first_index, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    # order clusters by first appearance so results do not depend on how ids sort
+    order = np.argsort(np.argsort(first_index))
+    return order[inverse.ravel()], int(first_index.size)
+
+
+def _patterns(per_cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Distinct rows of ``per_cluster`` and how many clusters carry each, or None when they are
+    too many for the pattern path to pay (more than one per ``_MAX_PATTERN_FRACTION`` clusters)."""
+    n = per_cluster.shape[0]
+    limit = n // _MAX_PATTERN_FRACTION
+    integral = bool(np.all(per_cluster == np.rint(per_cluster))) and per_cluster.min(initial=0) >= 0
+    if integral:
+        spans = per_cluster.max(axis=0).astype(np.int64) + 1
+        if float(np.prod(spans.astype(np.float64))) <= 1 << 24:
+            radix = np.concatenate([[1], np.cumprod(spans[:-1])]).astype(np.int64)
+            counts = np.bincount(per_cluster.astype(np.int64) @ radix, minlength=int(np.prod(spans)))
+            keys = np.flatnonzero(counts)
+            if keys.size > limit:
+                return None
+            return (keys[:, None] // radix[None, :] % spans[None, :]).astype(np.float64), counts[keys]
+    patterns, counts = np.unique(per_cluster, axis=0, return_counts=True)
+    return (patterns, counts) if patterns.shape[0] <= limit else None
 
 
 def resampled_sums(
@@ -104,19 +163,31 @@ def resampled_sums(
     >>> sums.ravel().tolist()
     [10.0, 10.0, 10.0, 10.0, 10.0]
     """
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    n_resamples = _check_count("n_resamples", n_resamples, 1)
+    seed = _check_count("seed", seed, 0)
     per_cluster = cluster_sums(values, clusters)
     n_clusters = per_cluster.shape[0]
     if n_clusters == 0:
         raise ValueError("values: cannot bootstrap an empty sample")
     rng = np.random.default_rng(seed)
+    if n_clusters >= PATTERN_MIN_CLUSTERS:
+        found = _patterns(per_cluster)
+        if found is not None:
+            patterns, counts = found
+            out = np.empty((n_resamples, per_cluster.shape[1]), dtype=np.float64)
+            chunk = max(1, _CHUNK_CELLS // patterns.shape[0])
+            for start in range(0, n_resamples, chunk):
+                rows = min(chunk, n_resamples - start)
+                picks = rng.multinomial(n_clusters, counts / n_clusters, size=rows)
+                out[start : start + rows] = picks.astype(np.float64) @ patterns
+            return out
     out = np.empty((n_resamples, per_cluster.shape[1]), dtype=np.float64)
     chunk = max(1, _CHUNK_CELLS // n_clusters)
+    offsets = np.arange(chunk, dtype=np.int64)[:, None] * n_clusters
     for start in range(0, n_resamples, chunk):
         rows = min(chunk, n_resamples - start)
         draws = rng.integers(0, n_clusters, size=(rows, n_clusters))
-        draws += (np.arange(rows) * n_clusters)[:, None]
+        draws += offsets[:rows]
         multiplicity = np.bincount(draws.ravel(), minlength=rows * n_clusters).reshape(rows, n_clusters)
         # float multiplicities: an int @ float product bypasses BLAS and is ~4x slower
         out[start : start + rows] = multiplicity.astype(np.float64) @ per_cluster
@@ -143,8 +214,9 @@ def bootstrap_intervals(
     >>> round(out["rate"].estimate, 4), 0 <= out["rate"].low <= out["rate"].estimate <= out["rate"].high <= 1
     (0.6667, True)
     """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), e.g. 0.95, got {confidence!r}")
+    n_resamples = _check_count("n_resamples", n_resamples, 0)
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
         values = values[:, None]
@@ -192,25 +264,46 @@ def paired_permutation_pvalue(
     n_permutations: int = 10000,
     seed: int = 0,
 ) -> float:
-    """Two-sided sign-flip permutation test that paired ``differences`` have mean zero.
+    """Two-sided sign-flip permutation test that paired ``differences`` have mean zero
+    (Beyond Accuracy §3.6, H0: VRS = 0 / BD = 0).
 
     Under the null each unit's (or cluster's) difference is equally likely to have either sign.
     The p-value counts the observed statistic among the permutations, ``(1 + k) / (1 + B)``.
+    From :data:`PATTERN_MIN_CLUSTERS` units (or clusters) on, when the differences take few
+    distinct absolute values ``v_k`` (``m_k`` units each), the statistic of a permutation is drawn as ``Σ_k v_k (2 Binomial(m_k, 1/2) - m_k)``, which has
+    exactly the distribution of ``Σ_i s_i d_i`` with independent fair signs; otherwise signs are
+    drawn per unit, in chunks of bounded memory.
 
     >>> paired_permutation_pvalue(np.ones(30), n_permutations=999) <= 0.002
     True
     >>> paired_permutation_pvalue(np.array([1.0, -1.0] * 20), n_permutations=999) == 1.0
     True
     """
+    n_permutations = _check_count("n_permutations", n_permutations, 1)
+    seed = _check_count("seed", seed, 0)
     per_cluster = cluster_sums(differences, clusters)[:, 0]
     if per_cluster.size == 0:
         raise ValueError("differences: cannot test an empty sample")
+    if not np.isfinite(per_cluster).all():
+        raise ValueError(f"differences: non-finite value at unit {int(np.flatnonzero(~np.isfinite(per_cluster))[0])}")
     observed = abs(per_cluster.sum())
+    tolerance = 1e-12 * max(1.0, float(np.abs(per_cluster).sum()))
     rng = np.random.default_rng(seed)
+    magnitudes, counts = np.unique(np.abs(per_cluster[per_cluster != 0]), return_counts=True)
     exceed = 0
+    if per_cluster.size >= PATTERN_MIN_CLUSTERS and magnitudes.size * _MAX_PATTERN_FRACTION <= per_cluster.size:
+        if magnitudes.size == 0:  # every difference is zero: every permutation ties
+            return 1.0
+        chunk = max(1, _CHUNK_CELLS // magnitudes.size)
+        for start in range(0, n_permutations, chunk):
+            rows = min(chunk, n_permutations - start)
+            kept = rng.binomial(counts[None, :], 0.5, size=(rows, magnitudes.size))
+            statistic = (2 * kept - counts[None, :]).astype(np.float64) @ magnitudes
+            exceed += int((np.abs(statistic) >= observed - tolerance).sum())
+        return (1 + exceed) / (1 + n_permutations)
     chunk = max(1, _CHUNK_CELLS // per_cluster.size)
     for start in range(0, n_permutations, chunk):
         rows = min(chunk, n_permutations - start)
         signs = (rng.integers(0, 2, size=(rows, per_cluster.size)) * 2 - 1).astype(np.float64)
-        exceed += int((np.abs(signs @ per_cluster) >= observed - 1e-12).sum())
+        exceed += int((np.abs(signs @ per_cluster) >= observed - tolerance).sum())
     return (1 + exceed) / (1 + n_permutations)
