@@ -32,6 +32,7 @@ empty *prediction* is allowed (it is simply wrong) but an empty *reference* rais
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -99,7 +100,12 @@ def normalize_answer(text: str) -> str:
     >>> normalize_answer("Yes, there is."), normalize_answer("A")
     ('yes there is', 'a')
     """
-    text = _require_str(text, "answer")
+    return _normalize(_require_str(text, "answer"))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalize(text: str) -> str:
+    # answers repeat (a benchmark has a handful of distinct ones): each is normalised once
     words = _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split()
     kept = [word for word in words if word not in _ARTICLES]
     return " ".join(kept or words)  # an answer that is only an article ("A") keeps it
@@ -207,6 +213,16 @@ def canonical_answer(text: str, options: Options = None, yes_no: bool = False) -
     >>> canonical_answer("None", yes_no=True), canonical_answer("None"), canonical_answer("Answer: Left lung")
     ('no', 'none', 'left lung')
     """
+    text = _require_str(text, "answer")
+    if options is not None and not isinstance(options, tuple):
+        options = tuple(options)
+    if options is not None and not all(isinstance(option, str) for option in options):
+        return _canonical.__wrapped__(text, options, bool(yes_no))  # unhashable: resolve_option names the problem
+    return _canonical(text, options, bool(yes_no))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical(text: str, options: tuple[str, ...] | None, yes_no: bool) -> str:
     resolved = resolve_option(text, options)
     if resolved is None:
         resolved = _ANSWER_LEAD_IN.sub("", text, count=1)
@@ -263,6 +279,8 @@ def check_answers(values: Sequence[object], field: str, allow_empty_text: bool =
         raise ValueError(f"{field}: expected a sequence of answers, got {type(values).__name__}") from None
     if not items:
         raise ValueError(f"{field}: empty; at least one answer is needed")
+    if allow_empty_text and all(type(value) is str for value in items):
+        return items  # the common case, checked in one pass
     for index, value in enumerate(items):
         _require_str(value, field, index)
         if not allow_empty_text and not normalize_answer(value):
