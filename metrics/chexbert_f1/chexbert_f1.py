@@ -90,13 +90,14 @@ class ChexbertF1(StreamingModule, evaluate.Metric):
     _COLUMNS = _COLUMNS
 
     def _info(self):
-        return evaluate.MetricInfo(
+        # columns reach _compute as Arrow arrays (format "arrow"): codes become numpy from the buffers
+        return self._arrow_info(evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
             reference_urls=["https://github.com/stanfordmlgroup/CheXbert"],
-        )
+        ))
 
     def _compute(self, predictions, references, clusters=None, uncertain="negative", n_resamples=0, seed=0):
         return chexbert_f1(self._codes(references), self._codes(predictions), uncertain=uncertain, n_resamples=n_resamples,

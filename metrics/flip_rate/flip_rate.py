@@ -102,13 +102,14 @@ class FlipRate(StreamingModule, evaluate.Metric):
     _COLUMNS = _COLUMNS
 
     def _info(self):
-        return evaluate.MetricInfo(
+        # columns reach _compute as Arrow arrays (format "arrow"): codes become numpy from the buffers
+        return self._arrow_info(evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
             reference_urls=["https://github.com/arco-group/ShoViR-Bench"],
-        )
+        ))
 
     def _compute(self, references, control_predictions, predictions, target_classes=None, clusters=None, sample_ids=None,
                  control_sample_ids=None, uncertain="negative", n_resamples=0, seed=0):

@@ -117,21 +117,23 @@ class HVRR(StreamingModule, evaluate.Metric):
     _COLUMNS = _COLUMNS
 
     def _info(self):
-        return evaluate.MetricInfo(
+        # columns reach _compute as Arrow arrays (format "arrow"): codes become numpy from the buffers
+        return self._arrow_info(evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
             reference_urls=["https://arxiv.org/abs/2603.03437"],
-        )
+        ))
 
     def _compute(self, rationales, questions, predictions_real, predictions_shuffled, references=None, options=None,
                  sample_ids=None, sample_ids_shuffled=None, clusters=None, benchmarks=None, max_ngram=5, n_resamples=1000,
                  confidence=0.95, seed=0):
         optional = self._optional
-        options = None if options is None or all(item is None for item in options) else options
-        return hallucination_metrics(rationales, questions, predictions_real, predictions_shuffled,
-                                     optional("references", references), options,
+        strings = self._pylist
+        return hallucination_metrics(strings(rationales), strings(questions), strings(predictions_real),
+                                     strings(predictions_shuffled), optional("references", references),
+                                     self._options(options),
                                      sample_ids=optional("sample_ids", sample_ids),
                                      sample_ids_shuffled=optional("sample_ids_shuffled", sample_ids_shuffled),
                                      clusters=optional("clusters", clusters), benchmarks=optional("benchmarks", benchmarks),

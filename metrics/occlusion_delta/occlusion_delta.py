@@ -94,19 +94,20 @@ class OcclusionDelta(StreamingModule, evaluate.Metric):
     _COLUMNS = _COLUMNS
 
     def _info(self):
-        return evaluate.MetricInfo(
+        # columns reach _compute as Arrow arrays (format "arrow"): codes become numpy from the buffers
+        return self._arrow_info(evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
             reference_urls=["https://github.com/arco-group/ShoViR-Bench"],
-        )
+        ))
 
     def _compute(self, references, control_predictions, predictions, target_classes, clusters=None, sample_ids=None,
                  control_sample_ids=None, uncertain="negative", n_resamples=0, seed=0):
         optional = self._optional
         return occlusion_delta(self._codes(references), self._codes(control_predictions), self._codes(predictions),
-                               target_classes, uncertain=uncertain,
+                               self._pylist(target_classes), uncertain=uncertain,
                                n_resamples=n_resamples, clusters=optional("clusters", clusters), seed=seed,
                                sample_ids=optional("sample_ids", sample_ids),
                                control_sample_ids=optional("control_sample_ids", control_sample_ids))

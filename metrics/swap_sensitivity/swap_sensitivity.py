@@ -111,19 +111,21 @@ class SwapSensitivity(StreamingModule, evaluate.Metric):
     _COLUMNS = _COLUMNS
 
     def _info(self):
-        return evaluate.MetricInfo(
+        # columns reach _compute as Arrow arrays (format "arrow"): codes become numpy from the buffers
+        return self._arrow_info(evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
             reference_urls=["https://arxiv.org/abs/2609.15635", "https://github.com/criticaldata/MODALENS"],
-        )
+        ))
 
     def _compute(self, original_answers, swapped_answers, arms, trial_ids, patient_ids, margins_original=None, margins_swapped=None,
                  options=None, margin_threshold=0.5, n_resamples=10000, confidence=0.95, seed=0):
         optional = self._optional
-        options = None if options is None or all(item is None for item in options) else options
-        return swap_sensitivity(original_answers, swapped_answers, arms, trial_ids, patient_ids, n_resamples=n_resamples, seed=seed,
+        strings = self._pylist
+        return swap_sensitivity(strings(original_answers), strings(swapped_answers), strings(arms), strings(trial_ids),
+                                strings(patient_ids), n_resamples=n_resamples, seed=seed,
                                 margins_original=optional("margins_original", margins_original),
                                 margins_swapped=optional("margins_swapped", margins_swapped),
-                                margin_threshold=margin_threshold, options=options, confidence=confidence)
+                                margin_threshold=margin_threshold, options=self._options(options), confidence=confidence)

@@ -117,21 +117,22 @@ class VisualReliance(StreamingModule, evaluate.Metric):
     _COLUMNS = _COLUMNS
 
     def _info(self):
-        return evaluate.MetricInfo(
+        # columns reach _compute as Arrow arrays (format "arrow"): codes become numpy from the buffers
+        return self._arrow_info(evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
             reference_urls=["https://arxiv.org/abs/2603.03437"],
-        )
+        ))
 
     def _compute(self, predictions_real, predictions_shuffled, references, predictions_blank=None, options=None, sample_ids=None,
                  sample_ids_shuffled=None, sample_ids_blank=None, clusters=None, n_resamples=1000, confidence=0.95,
                  n_permutations=10000, seed=0):
         optional = self._optional
-        options = None if options is None or all(item is None for item in options) else options
-        return visual_reliance(predictions_real, predictions_shuffled, references, optional("predictions_blank", predictions_blank),
-                               options, sample_ids=optional("sample_ids", sample_ids),
+        strings = self._pylist
+        return visual_reliance(strings(predictions_real), strings(predictions_shuffled), strings(references), optional("predictions_blank", predictions_blank),
+                               self._options(options), sample_ids=optional("sample_ids", sample_ids),
                                sample_ids_shuffled=optional("sample_ids_shuffled", sample_ids_shuffled),
                                sample_ids_blank=optional("sample_ids_blank", sample_ids_blank),
                                clusters=optional("clusters", clusters), n_resamples=n_resamples, confidence=confidence,

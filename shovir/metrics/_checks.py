@@ -571,6 +571,9 @@ _SETTING_CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+_WRITE_ROWS = 1 << 16  # rows per Arrow batch written to evaluate's cache
+
+
 @dataclass(frozen=True)
 class Column:
     """One per-sample input of an evaluate module.
@@ -783,22 +786,89 @@ class StreamingModule:
         return pa.array(values, type=pa.string())
 
     def _write(self, rows: dict[str, Any]) -> None:
-        """Write one validated batch to evaluate's Arrow cache. This is what
-        ``EvaluationModule.add_batch`` does after its checks, minus ``Features.encode_batch``, which
-        walks every element in Python (the rows are already validated and of the declared types)."""
+        """Write one validated batch to evaluate's Arrow cache, in slices of at most
+        :data:`_WRITE_ROWS` rows (a large ``compute``/``add_batch`` input never becomes one whole
+        Arrow table next to its Python form). This is what ``EvaluationModule.add_batch`` does after
+        its checks, minus ``Features.encode_batch``, which walks every element in Python (the rows
+        are already validated and of the declared types)."""
         import pyarrow as pa
 
         if self.writer is None:
             self.selected_feature_format = self.features
             self._init_writer()
-        table = pa.Table.from_arrays([self._arrow_column(column, rows[column.name]) for column in self._COLUMNS],
-                                     names=[column.name for column in self._COLUMNS])
-        self.writer.write_table(table)
+        names = [column.name for column in self._COLUMNS]
+        n = len(rows[names[0]])
+        for start in range(0, n, _WRITE_ROWS):
+            stop = start + _WRITE_ROWS
+            table = pa.Table.from_arrays([self._arrow_column(column, rows[column.name][start:stop])
+                                          for column in self._COLUMNS], names=names)
+            self.writer.write_table(table)
+            del table
+
+    # -- reading columns back (``format="arrow"``: no Python list per value unless needed) ------
 
     @staticmethod
-    def _codes(values: Any) -> np.ndarray:
-        """A code column read back from Arrow (validated when added) as an (n, 14) int8 array."""
+    def _arrow_info(info: Any) -> Any:
+        """``info`` reading its columns back as Arrow arrays (``format="arrow"``), so that ``_compute``
+        gets no Python list per value: codes become numpy from the Arrow buffers (:meth:`_codes`),
+        strings and ids Python lists only where the metric function needs them (:meth:`_pylist`).
+        Set after construction: ``MetricInfo`` refuses any format for list features, a check meant
+        for the numpy format (Arrow arrays hold lists as they are)."""
+        info.format = "arrow"
+        return info
+
+    @staticmethod
+    def _chunks(values: Any) -> list:
+        """The Arrow chunks of a column read back (one array for a plain Arrow array)."""
+        return list(values.chunks) if hasattr(values, "chunks") else [values]
+
+    @classmethod
+    def _codes(cls, values: Any) -> np.ndarray:
+        """A code column read back from Arrow (validated when added) as an (n, 14) int8 array,
+        copied chunk by chunk from the Arrow buffers into one numpy array (no intermediate Arrow
+        array, no Python list); a Python list of rows is accepted too."""
+        if hasattr(values, "chunks") or hasattr(values, "offsets"):
+            chunks = cls._chunks(values)
+            out = np.empty((sum(len(chunk) for chunk in chunks), L.NUM_CLASSES), dtype=np.int8)
+            start = 0
+            for chunk in chunks:
+                flat = chunk.flatten().to_numpy(zero_copy_only=False)
+                out[start : start + len(chunk)] = np.asarray(flat, dtype=np.int8).reshape(-1, L.NUM_CLASSES)
+                start += len(chunk)
+            return out
         return np.asarray(values, dtype=np.int8).reshape(-1, L.NUM_CLASSES)
+
+    @classmethod
+    def _pylist(cls, values: Any) -> list | None:
+        """A column read back from Arrow as a Python list, chunk by chunk (``None`` stays ``None``;
+        a list is returned as is). Chunks of a string column with repeated values (answers, arms,
+        classes) share one ``str`` object per distinct value instead of making one per row."""
+        if values is None or isinstance(values, list):
+            return values
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        out: list = []
+        shared: dict = {}
+        for chunk in cls._chunks(values):
+            if len(chunk) > 64 and (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
+                encoded = pc.dictionary_encode(chunk)
+                if len(encoded.dictionary) * 4 <= len(chunk):
+                    words = [shared.setdefault(word, word) for word in encoded.dictionary.to_pylist()] + [None]
+                    indices = encoded.indices.fill_null(len(words) - 1).to_numpy(zero_copy_only=False)
+                    out.extend(map(words.__getitem__, indices.tolist()))
+                    continue
+            out.extend(chunk.to_pylist())
+        return out
+
+    @classmethod
+    def _options(cls, values: Any) -> list | None:
+        """The options column: ``None`` when no row has an option list."""
+        if values is None:
+            return None
+        if hasattr(values, "null_count"):
+            return None if values.null_count == len(values) else cls._pylist(values)
+        return None if all(item is None for item in values) else values
 
     # -- evaluate's entry points ---------------------------------------------------------------
 
@@ -858,14 +928,27 @@ class StreamingModule:
         finally:
             self._reset_stream()
 
-    @staticmethod
-    def _optional(name: str, values: list | None) -> list | None:
-        """An optional column read back from Arrow: ``None`` when absent from every row; an error
-        naming the first missing row when only some rows have it."""
-        if values is None or all(value is None for value in values):
+    @classmethod
+    def _optional(cls, name: str, values: Any) -> list | None:
+        """An optional column read back from Arrow (an Arrow array with ``format="arrow"``, or a
+        list): ``None`` when absent from every row; an error naming the first missing row when
+        only some rows have it; else the values as a Python list."""
+        if values is None:
             return None
-        missing = next((index for index, value in enumerate(values) if value is None), None)
+        if hasattr(values, "null_count"):
+            nulls = values.null_count
+            if nulls == len(values):
+                return None
+            missing = None
+            if nulls:
+                import pyarrow.compute as pc
+
+                missing = pc.index(values.is_null(), True).as_py()
+        else:
+            if all(value is None for value in values):
+                return None
+            missing = next((index for index, value in enumerate(values) if value is None), None)
         if missing is not None:
             raise ValueError(f"{name}: row {missing} has no value but other rows do (it was given in some "
                              "add()/add_batch() calls only); give it for every sample or for none")
-        return values
+        return cls._pylist(values)
