@@ -12,7 +12,8 @@ group):
 * ``transformers`` — :class:`TransformersBackend`: a local causal LM by path (the ``models``
   extra; imported on first use), greedy, batched with left padding, prompt + output within
   ``max_length`` tokens (GREEN: 2048, batch 8, pad = eos). Nothing is downloaded:
-  ``local_files_only=True`` and remote code only with ``trust_remote_code=True``.
+  files are loaded locally only, and a checkpoint's own code runs only when the caller opts in
+  (``trust_remote_code`` defaults to ``False``).
 * ``offline`` — :class:`OfflineBackend`: deterministic and model-free, for offline use and the
   demo. It is an **approximation**, not ICARE or GREEN: it writes one question per CheXpert
   finding ("According to the report, what is the status of pleural effusion?" with the options
