@@ -281,12 +281,19 @@ def no_text_with_labeler(labeler: Any, any_text: bool) -> None:
 
 def class_names(field: str, values: Sequence[str]) -> list[str]:
     """Canonical CheXpert names, or ``ValueError`` naming ``field`` and the index."""
+    items = sequence(field, values, "one CheXpert class per sample")
+    resolved: dict[str, str] = {}  # each distinct spelling is resolved once: 10^6 targets name 13 classes
     names = []
-    for index, value in enumerate(sequence(field, values, "one CheXpert class per sample")):
-        try:
-            names.append(L.canonical_class(value))
-        except ValueError as error:
-            raise ValueError(f"{field}[{index}]: {error}") from None
+    for index, value in enumerate(items):
+        name = resolved.get(value) if type(value) is str else None
+        if name is None:
+            try:
+                name = L.canonical_class(value)
+            except ValueError as error:
+                raise ValueError(f"{field}[{index}]: {error}") from None
+            if type(value) is str:
+                resolved[value] = name
+        names.append(name)
     return names
 
 
@@ -307,10 +314,10 @@ def target_classes(field: str, values: Sequence[str], n: int | None = None) -> l
     if n is not None and len(items) != n:
         raise ValueError(f"{field}: expected {n} target classes, one per sample, got {len(items)}")
     names = class_names(field, items)
-    for index, name in enumerate(names):
-        if name not in L.LOCALIZABLE:
-            raise ValueError(f"{field}[{index}]: {name!r} has no bounding box and cannot be a target class (ShoViR §3.1); "
-                             "pass one of the 13 localisable classes (shovir.labels.LOCALIZABLE)")
+    for name in set(names) - set(L.LOCALIZABLE):
+        index = names.index(name)
+        raise ValueError(f"{field}[{index}]: {name!r} has no bounding box and cannot be a target class (ShoViR §3.1); "
+                         "pass one of the 13 localisable classes (shovir.labels.LOCALIZABLE)")
     return names
 
 
