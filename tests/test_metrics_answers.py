@@ -180,3 +180,27 @@ def test_empty_prediction_is_just_wrong():
     assert match_many(["", "yes"], ["no", "yes"]).tolist() == [False, True]
     assert isinstance(answers_match("", "no"), bool)
     assert np.asarray(agree_many([""], [""])).tolist() == [True]
+
+
+def test_vectorised_matching_equals_the_definition_row_by_row():
+    # match_many / agree_many work per distinct answer; each row must still be the module
+    # docstring's rule: canonical forms in the context of the options, else the reference, else the pair
+    rng = np.random.default_rng(3)
+    pool = ["yes", "Yes.", "no", "No, there is not", "none", "None", "left", "Left lung", "B", "(A)", "Answer: yes",
+            "negative", "affirmative", "", "yes no", "Opacity.", "opacity", "nope", "Coronal", "a"]
+    n = 4000
+    first, second = list(rng.choice(pool, n)), list(rng.choice(pool, n))
+    references = list(rng.choice(["yes", "no", "left", "opacity", "A", "Coronal"], n))
+    choices = [None, ["Axial", "Coronal"], ["yes", "no"], ["left", "right", "opacity"], ["A", "B"]]
+    options = [choices[i] for i in rng.integers(0, len(choices), n)]
+    options = [o if o is None or resolve_option(r, o) is not None else None for o, r in zip(options, references)]
+    got_match = match_many(first, references, options).tolist()
+    got_agree = agree_many(first, second, options, references).tolist()
+    got_pairs = agree_many(first, second).tolist()
+    for i in range(n):
+        context = is_yes_no_context(options[i], references[i])
+        assert got_match[i] == (canonical_answer(first[i], options[i], context) == canonical_answer(references[i], options[i], context))
+        assert got_agree[i] == (canonical_answer(first[i], options[i], context) == canonical_answer(second[i], options[i], context))
+        pair = is_yes_no_context(answers=[first[i], second[i]])
+        assert got_pairs[i] == (canonical_answer(first[i], yes_no=pair) == canonical_answer(second[i], yes_no=pair))
+    assert 0.1 < np.mean(got_match) < 0.9 and 0.1 < np.mean(got_pairs) < 0.9

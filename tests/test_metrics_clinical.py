@@ -86,6 +86,46 @@ def test_per_target_f1_uses_evaluated_counts_and_only_the_target_head():
     assert result["population_f1"]["Edema"] == pytest.approx(2 * 2 / (2 * 2 + 0 + 3))
 
 
+@pytest.mark.parametrize("uncertain", ["negative", "positive"])
+def test_per_target_f1_equals_scikit_learn_per_target_class(uncertain):
+    # the definition (ShoViR §3.4): class c's F1 is head c's F1 over the samples whose target is c;
+    # mu-F1 weights them by those samples' counts. Target spellings vary as the authors' files do.
+    refs, hyps = _codes(3000, 11), _codes(3000, 12)
+    rng = np.random.default_rng(13)
+    names = [L.CLASSES[i] for i in rng.integers(0, 13, 3000)]
+    spelled = [name.replace(" ", "_") if i % 3 == 0 else name.lower() if i % 3 == 1 else name for i, name in enumerate(names)]
+    result = per_target_f1(refs, hyps, spelled, uncertain=uncertain)
+    y_true, y_pred = L.binarize(refs, uncertain), L.binarize(hyps, uncertain)
+    expected, counts = {}, {}
+    for name in L.CLASSES:
+        rows = [i for i, target in enumerate(names) if target == name]
+        if rows:
+            column = L.class_index(name)
+            expected[name] = sklearn_metrics.f1_score(y_true[rows, column], y_pred[rows, column], zero_division=0)
+            counts[name] = len(rows)
+    assert result["per_class"] == pytest.approx(expected, abs=1e-12) and result["counts"] == counts
+    assert result["mu_f1"] == pytest.approx(sum(expected[c] * counts[c] for c in counts) / 3000, abs=1e-12)
+    population = sklearn_metrics.f1_score(y_true, y_pred, average=None, zero_division=0)
+    assert result["population_f1"] == pytest.approx({c: population[L.class_index(c)] for c in counts}, abs=1e-12)
+    # occlusion_delta is the difference of two such mu-F1s on the same samples
+    control = _codes(3000, 14)
+    out = occlusion_delta(refs, control, hyps, spelled, uncertain=uncertain)
+    assert out["delta"] == pytest.approx(per_target_f1(refs, control, names, uncertain=uncertain)["mu_f1"] - result["mu_f1"], abs=1e-12)
+
+
+def test_delta_fn_equals_scikit_learn_differences():
+    refs, base, noise = _codes(500, 21), _codes(500, 22), _codes(500, 23)
+    out = delta_fn(refs, base, noise)
+    y_true = L.binarize(refs)
+    top5 = [L.class_index(c) for c in L.TOP5]
+    for average in ("micro", "macro"):
+        before = sklearn_metrics.f1_score(y_true, L.binarize(base), average=average, zero_division=0)
+        after = sklearn_metrics.f1_score(y_true, L.binarize(noise), average=average, zero_division=0)
+        assert out["f1_14_" + average] == pytest.approx(before - after, abs=1e-12)
+        before5 = sklearn_metrics.f1_score(y_true[:, top5], L.binarize(base)[:, top5], average=average, zero_division=0)
+        assert out["baseline"]["f1_5_" + average] == pytest.approx(before5, abs=1e-12)
+
+
 def test_delta_fn_and_occlusion_delta():
     refs = _codes(100, 5)
     noise = np.zeros((100, 14), int)

@@ -3,6 +3,7 @@ Algorithm 1 computed by hand, CIs against slow references, p-values against exac
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import math
@@ -293,6 +294,65 @@ def test_detector_without_visual_language():
         detect_visual_claims("x", "y", max_ngram=1)
     with pytest.raises(ValueError, match="rationale: expected a string answer at index 0, got NoneType"):
         detect_visual_claims(None, "y")
+
+
+# Hand-checked NVC_i cases for the two detectors (row by row, and column-wise for large batches):
+# (rationale, question, has a novel claim)
+CLAIM_CASES = [
+    ("There is a mass in the left lung.", "Is there a mass in the left lung?", False),  # an echo
+    ("There is a spiculated mass in the left lung.", "Is there a mass in the left lung?", True),  # "spiculated" is new
+    ("Based on the question, yes.", "Is there a mass?", False),  # no cue
+    ("I look for a mild effusion in the left lower lobe.", "Is there a mild effusion in the left lower lobe?", False),
+    ("Also mild cardiomegaly.", "Is there a mild effusion in the left lower lobe?", True),  # "mild" outside a shared phrase
+    ("It is a mass. Left lobe.", "Is the mass left?", True),  # "mass left" spans two statements: not a shared phrase
+    ("It is a mass.\x0bLeft lobe.", "Is the mass left?", True),  # \v after a stop breaks a statement, as Python's \s
+    ("It is a mass.Left lobe.", "Is the mass left?", False),  # no whitespace after the stop: one statement
+    ("mass\nleft lobe", "Is the mass left?", True),  # a newline breaks a statement
+    ("There is an ill-defined ground-glass opacity.", "What is it?", True),
+    ("Well defined.", "Is it well defined?", False),  # an echo
+    ("It is well defined.", "Is it well defined or not?", False),  # "well defined" lies in the shared "it well defined"
+    ("Straße: ill-defined.", "Is it?", True),  # non-ASCII: NFKC and case folding, row by row
+    ("", "Is it?", False),
+    ("lung", "Is it?", False),
+    ("left", "Is it?", True),  # rows are never joined: "lung" + "left" stay two rationales
+]
+
+
+def _claims_both_ways(rationales, questions):
+    module = importlib.import_module("shovir.metrics.visual_reliance")  # the package exports a function of that name
+    row_by_row = [bool(module._novel_cues(r, *module._question_profile(q), first_only=True)) for r, q in zip(rationales, questions)]
+    return row_by_row, module._claims_arrow(rationales, questions).tolist()
+
+
+def test_claim_detectors_on_hand_cases():
+    rationales, questions, expected = (list(column) for column in zip(*CLAIM_CASES))
+    assert [has_visual_claim(r, q) for r, q in zip(rationales, questions)] == expected
+    row_by_row, column_wise = _claims_both_ways(rationales * 300, questions * 300)  # large enough for the Arrow path
+    assert row_by_row == expected * 300 and column_wise == expected * 300
+    out = hallucination_metrics(rationales * 300, questions * 300, ["yes"] * len(expected * 300),
+                                ["yes"] * len(expected * 300), n_resamples=0)
+    assert out["n_claims"] == sum(expected) * 300
+
+
+def test_claim_detectors_agree_on_random_text():
+    rng = np.random.default_rng(7)
+    words = np.array(["there", "is", "are", "a", "mass", "in", "the", "left", "lung", "upper", "lobe", "ill", "defined", "well",
+                      "ground", "glass", "spiculated", "yes", "no", "Mild", "effusion", "seen", "LEFT", "There", "2", "cm", "Straße"])
+    separators = np.array([" ", " ", " ", ". ", "-", ", ", "! ", "\n", ";\t", ".\x0b", ".\x1c", "?\r\n", "..", " | ", "_"])
+
+    def text(most: int) -> str:
+        k = int(rng.integers(0, most))
+        return "".join(w + s for w, s in zip(rng.choice(words, k), rng.choice(separators, k))).strip(" " if rng.random() < 0.5 else "")
+
+    questions = [text(9) for _ in range(200)]
+    rationales = [text(16) for _ in range(6000)]
+    asked = [questions[i] for i in rng.integers(0, 200, 6000)]
+    row_by_row, column_wise = _claims_both_ways(rationales, asked)
+    assert column_wise == row_by_row and 0.3 < np.mean(row_by_row) < 0.95
+    # the phrase cap does not change a claim: shared word pairs decide coverage
+    for rationale, question in zip(rationales[:300], asked[:300]):
+        assert detect_visual_claims(rationale, question, 2) == detect_visual_claims(rationale, question, 5) \
+            == detect_visual_claims(rationale, question, 9)
 
 
 # -- HVRR -------------------------------------------------------------------------------------

@@ -279,8 +279,12 @@ def check_answers(values: Sequence[object], field: str, allow_empty_text: bool =
         raise ValueError(f"{field}: expected a sequence of answers, got {type(values).__name__}") from None
     if not items:
         raise ValueError(f"{field}: empty; at least one answer is needed")
-    if allow_empty_text and all(type(value) is str for value in items):
-        return items  # the common case, checked in one pass
+    if all(type(value) is str for value in items):  # the common case, checked in one pass
+        if not allow_empty_text:
+            for value in dict.fromkeys(items):  # answers repeat: each distinct one is normalised once
+                if not _normalize(value):
+                    raise ValueError(f"{field}: answer at index {items.index(value)} is empty after normalisation ({value!r})")
+        return items
     for index, value in enumerate(items):
         _require_str(value, field, index)
         if not allow_empty_text and not normalize_answer(value):
@@ -324,14 +328,29 @@ def per_item_options(options: object, n: int, field: str = "options") -> list[tu
 def _canonical_references(
     references: Sequence[str], options: list[tuple[str, ...] | None], field: str
 ) -> tuple[list[str], list[bool]]:
+    """Each checked reference's canonical form and yes/no context (raising when, with options,
+    it designates none of them); worked out once per distinct (reference, options)."""
+    keys: dict[tuple[str, tuple[str, ...] | None], tuple[str, bool]] = {}
     canon, yes_no = [], []
     for index, (reference, opts) in enumerate(zip(references, options)):
-        if opts is not None and resolve_option(reference, opts) is None:
-            raise ValueError(f"{field}: reference {reference!r} at index {index} is none of its options {list(opts)!r}")
-        context = is_yes_no_context(opts, reference)
-        yes_no.append(context)
-        canon.append(canonical_answer(reference, opts, context))
+        key = keys.get((reference, opts))
+        if key is None:
+            if opts is not None and resolve_option(reference, opts) is None:
+                raise ValueError(f"{field}: reference {reference!r} at index {index} is none of its options {list(opts)!r}")
+            context = is_yes_no_context(opts, reference)
+            key = keys[(reference, opts)] = (canonical_answer(reference, opts, context), context)
+        canon.append(key[0])
+        yes_no.append(key[1])
     return canon, yes_no
+
+
+def _matches(
+    predictions: list[str], canon: list[str], yes_no: list[bool], options: list[tuple[str, ...] | None]
+) -> np.ndarray:
+    """``1[a = y]`` of checked predictions against :func:`_canonical_references` keys."""
+    # predictions are checked strings and options tuples of strings: the memoised form directly
+    return np.fromiter(map(lambda p, r, o, y: _canonical(p, o, y) == r, predictions, canon, options, yes_no),
+                       dtype=bool, count=len(predictions))
 
 
 def match_many(
@@ -352,9 +371,7 @@ def match_many(
         raise ValueError(f"{field}: {len(predictions)} answers but {reference_field} has {len(references)}")
     opts = per_item_options(options, len(references))
     refs, yes_no = _canonical_references(references, opts, reference_field)
-    return np.array(
-        [canonical_answer(p, o, y) == r for p, r, o, y in zip(predictions, refs, opts, yes_no)], dtype=bool
-    )
+    return _matches(predictions, refs, yes_no, opts)
 
 
 def agree_many(
@@ -379,9 +396,32 @@ def agree_many(
         references = check_answers(references, "references", allow_empty_text=False)
         if len(references) != len(first):
             raise ValueError(f"references: {len(references)} answers but {fields[0]} has {len(first)}")
-    out = np.empty(len(first), dtype=bool)
-    for index, (a, b, o) in enumerate(zip(first, second, opts)):
+    contexts: dict[tuple[str | None, tuple[str, ...] | None], bool] = {}
+    yes_no = []
+    for index, o in enumerate(opts):
         reference = references[index] if references is not None and not o else None
-        yes_no = is_yes_no_context(o, reference, () if (o or reference is not None) else (a, b))
-        out[index] = canonical_answer(a, o, yes_no) == canonical_answer(b, o, yes_no)
-    return out
+        key = (reference, o)
+        context = contexts.get(key)
+        if context is None:
+            context = contexts[key] = is_yes_no_context(o, reference) if (o or reference is not None) else None
+        yes_no.append(context)
+    return _agreements(first, second, opts, yes_no)
+
+
+def _agreements(
+    first: list[str], second: list[str], options: list[tuple[str, ...] | None], yes_no: list[bool | None]
+) -> np.ndarray:
+    """``a = a'`` of checked answer pairs; a ``None`` context is decided by the pair itself
+    (:func:`is_yes_no_context` without options or reference)."""
+    def agree(a: str, b: str, o: tuple[str, ...] | None, context: bool | None) -> bool:
+        if context is None:
+            context = _answer_yes_no(a) is not None and _answer_yes_no(b) is not None
+        return _canonical(a, o, context) == _canonical(b, o, context)
+
+    return np.fromiter(map(agree, first, second, options, yes_no), dtype=bool, count=len(first))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _answer_yes_no(text: str) -> str | None:
+    """The yes/no word an answer starts with, memoised: answers repeat across 10^6 rows."""
+    return _yes_no_word(normalize_answer(text))

@@ -160,22 +160,46 @@ def chexbert_f1(
     }
 
 
-def _target_units(
-    ref: np.ndarray, arms: Sequence[np.ndarray], targets: Sequence[str], uncertain: L.UncertainPolicy
-) -> tuple[list[str], np.ndarray]:
+def _columns(names: Sequence[str]) -> np.ndarray:
+    """The label-vector column of each canonical class name (one look-up per distinct name)."""
+    column = {name: L.class_index(name) for name in set(names)}
+    return np.fromiter((column[name] for name in names), dtype=np.intp, count=len(names))
+
+
+def _at_target(binary: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Each sample's binarised code at its own target class, as bool."""
+    return binary[np.arange(len(columns)), columns].astype(bool)
+
+
+def _target_classes_seen(columns: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The target classes present, in :data:`shovir.labels.CLASSES` order, and their columns."""
+    seen = np.flatnonzero(np.bincount(columns, minlength=L.NUM_CLASSES))
+    return [L.CLASSES[i] for i in seen], seen
+
+
+def _target_units(y_true: np.ndarray, arms: Sequence[np.ndarray], columns: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Per-sample contributions to each target class's counts, head c scored on samples with
-    target c: columns [tp, fp, fn] × k for each arm, then k one-hot sample counts."""
-    target_index = np.array([L.class_index(name) for name in targets])
-    rows = np.arange(len(targets))
-    classes = [name for name in L.CLASSES if name in set(targets)]
-    onehot = (target_index[:, None] == np.array([L.class_index(c) for c in classes])[None, :]).astype(np.float64)
-    y_true = L.binarize(ref, uncertain)[rows, target_index].astype(np.float64)
+    target c: columns [tp, fp, fn] × k for each arm, then k one-hot sample counts. ``y_true``
+    and ``arms`` are binarised (n, 14) arrays; ``columns`` each sample's target column."""
+    classes, seen = _target_classes_seen(columns)
+    onehot = (columns[:, None] == seen[None, :]).astype(np.float64)
+    truth = _at_target(y_true, columns).astype(np.float64)
     blocks = []
     for arm in arms:
-        y_pred = L.binarize(arm, uncertain)[rows, target_index].astype(np.float64)
-        blocks += [onehot * (y_true * y_pred)[:, None], onehot * ((1 - y_true) * y_pred)[:, None],
-                   onehot * (y_true * (1 - y_pred))[:, None]]
+        predicted = _at_target(arm, columns).astype(np.float64)
+        blocks += [onehot * (truth * predicted)[:, None], onehot * ((1 - truth) * predicted)[:, None],
+                   onehot * (truth * (1 - predicted))[:, None]]
     return classes, np.concatenate(blocks + [onehot], axis=1)
+
+
+def _target_counts(y_true: np.ndarray, y_pred: np.ndarray, columns: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The summed :func:`_target_units` of one arm, (1, 4k), counted without the per-sample
+    matrix (integer counts, so the sums are exact and equal the matrix's)."""
+    classes, seen = _target_classes_seen(columns)
+    truth, predicted = _at_target(y_true, columns), _at_target(y_pred, columns)
+    parts = [columns[truth & predicted], columns[~truth & predicted], columns[truth & ~predicted], columns]
+    sums = np.concatenate([np.bincount(part, minlength=L.NUM_CLASSES)[seen] for part in parts]).astype(np.float64)
+    return classes, sums[None, :]
 
 
 def _mu_f1(sums: np.ndarray, arm: int, k: int, n_arms: int = 1) -> np.ndarray:
@@ -218,26 +242,35 @@ def per_target_f1(
     targets = _checks.target_classes("target_classes", target_classes)
     _checks.same_length(references=ref, predictions=hyp, target_classes=targets, clusters=clusters)
     clusters = _checks.cluster_ids(clusters, len(ref))
-    y_true, y_pred = L.binarize(ref, uncertain).astype(np.float64), L.binarize(hyp, uncertain).astype(np.float64)
-    classes, units = _target_units(ref, [hyp], targets, uncertain)
+    return _per_target_f1(L.binarize(ref, uncertain), L.binarize(hyp, uncertain), _columns(targets), uncertain,
+                          n_resamples, clusters, seed)
+
+
+def _per_target_f1(
+    y_true: np.ndarray, y_pred: np.ndarray, columns: np.ndarray, uncertain: str, n_resamples: int, clusters: Any, seed: int
+) -> dict[str, Any]:
+    """:func:`per_target_f1` on checked, binarised arrays and target columns."""
+    classes, sums = _target_counts(y_true, y_pred, columns)
     k = len(classes)
 
     def mu_statistic(sums: np.ndarray) -> np.ndarray:
         return _mu_f1(sums, 0, k)
 
-    sums = units.sum(0, keepdims=True)
     tp, fp, fn = (sums[0, j * k : (j + 1) * k] for j in range(3))
     count = sums[0, 3 * k : 4 * k]
     f1 = _f1_from_counts(tp, fp, fn)
-    population = _f1_from_counts((y_true * y_pred).sum(0), ((1 - y_true) * y_pred).sum(0), (y_true * (1 - y_pred)).sum(0))
-    interval = bootstrap_interval(mu_statistic, units, clusters, n_resamples, seed=seed) if n_resamples > 0 else None
+    truth, predicted = y_true.astype(bool), y_pred.astype(bool)
+    population = _f1_from_counts((truth & predicted).sum(0), (~truth & predicted).sum(0), (truth & ~predicted).sum(0))
+    interval = None
+    if n_resamples > 0:
+        interval = bootstrap_interval(mu_statistic, _target_units(y_true, [y_pred], columns)[1], clusters, n_resamples, seed=seed)
     return {
         "mu_f1": float(mu_statistic(sums)[0]),
         "per_class": {c: float(f1[i]) for i, c in enumerate(classes)},
         "counts": {c: int(count[i]) for i, c in enumerate(classes)},
         "population_f1": {c: float(population[L.class_index(c)]) for c in classes},
         "uncertain": uncertain,
-        "n": int(len(targets)),
+        "n": int(len(columns)),
         "ci": {"mu_f1": _interval_dict(interval)},
     }
 
@@ -271,13 +304,11 @@ def delta_fn(
                         sample_ids=sample_ids, noise_sample_ids=noise_sample_ids)
     _checks.aligned_ids(sample_ids=sample_ids, noise_sample_ids=noise_sample_ids)
     clusters = _checks.cluster_ids(clusters, len(ref))
-    y_true = L.binarize(ref, uncertain).astype(np.float64)
+    y_true = L.binarize(ref, uncertain).astype(bool)
     keys = [f"{g}_{a}" for g in ("f1_14", "f1_5") for a in ("micro", "macro")]
-    parts = []
-    for predictions in (base, noise):
-        y_pred = L.binarize(predictions, uncertain).astype(np.float64)
-        parts += [y_true * y_pred, (1 - y_true) * y_pred, y_true * (1 - y_pred)]
-    units = np.concatenate(parts + [y_true], axis=1)
+    arms = [L.binarize(predictions, uncertain).astype(bool) for predictions in (base, noise)]
+    parts = [part for y_pred in arms for part in (y_true & y_pred, ~y_true & y_pred, y_true & ~y_pred)] + [y_true]
+    totals = np.concatenate([part.sum(0) for part in parts]).astype(np.float64)[None, :]  # exact integer counts
     k = L.NUM_CLASSES
 
     def score(sums: np.ndarray, arm: int, group: str, average: str) -> np.ndarray:
@@ -286,7 +317,6 @@ def delta_fn(
         support = sums[:, 6 * k : 7 * k][:, index]
         return _averages(tp, fp, fn, support)[average]
 
-    totals = units.sum(0, keepdims=True)
     result: dict[str, Any] = {"baseline": {}, "full_noise": {}, "ci": {}, "uncertain": uncertain, "n": int(ref.shape[0])}
     for key in keys:
         group, average = key.rsplit("_", 1)
@@ -294,7 +324,10 @@ def delta_fn(
         result[key] = before - after
         result["baseline"][key], result["full_noise"][key] = before, after
     drops = {key: (lambda s, g=key.rsplit("_", 1)[0], a=key.rsplit("_", 1)[1]: score(s, 0, g, a) - score(s, 1, g, a)) for key in keys}
-    intervals = bootstrap_intervals(drops, units, clusters, n_resamples, seed=seed) if n_resamples > 0 else {}
+    intervals = {}
+    if n_resamples > 0:  # per-sample units only for resampling: 7 x 14 float columns per sample
+        units = np.concatenate([part.astype(np.float64) for part in parts], axis=1)
+        intervals = bootstrap_intervals(drops, units, clusters, n_resamples, seed=seed)
     result["ci"] = {key: _interval_dict(intervals.get(key)) for key in keys}
     return result
 
@@ -331,11 +364,13 @@ def occlusion_delta(
                         clusters=clusters, sample_ids=sample_ids, control_sample_ids=control_sample_ids)
     _checks.aligned_ids(sample_ids=sample_ids, control_sample_ids=control_sample_ids)
     clusters = _checks.cluster_ids(clusters, len(ref))
-    with_control = per_target_f1(ref, control, targets, uncertain)
-    with_x = per_target_f1(ref, hyp, targets, uncertain)
+    columns = _columns(targets)
+    y_true, y_control, y_x = (L.binarize(codes, uncertain) for codes in (ref, control, hyp))
+    with_control = _per_target_f1(y_true, y_control, columns, uncertain, 0, None, seed)
+    with_x = _per_target_f1(y_true, y_x, columns, uncertain, 0, None, seed)
     interval = None
     if n_resamples > 0:
-        classes, units = _target_units(ref, [control, hyp], targets, uncertain)
+        classes, units = _target_units(y_true, [y_control, y_x], columns)
         k = len(classes)
         interval = bootstrap_interval(lambda s: _mu_f1(s, 0, k, 2) - _mu_f1(s, 1, k, 2), units, clusters, n_resamples, seed=seed)
     return {
@@ -394,7 +429,7 @@ def flip_rate(
     if target_classes is not None:
         targets = _checks.target_classes("target_classes", target_classes, len(ref))
         scope = np.zeros_like(y)
-        scope[np.arange(len(targets)), [L.class_index(t) for t in targets]] = True
+        scope[np.arange(len(targets)), _columns(targets)] = True
     else:
         scope = np.zeros_like(y)
         scope[:, : L.NUM_CLASSES - 1] = True  # No Finding is not a localisable finding
@@ -455,7 +490,7 @@ def cross_disease_flip_matrix(
     after = L.binarize(occluded, uncertain).astype(bool)
     rows = [name for name in L.CLASSES if name in set(occluded_names)]
     columns = list(L.LOCALIZABLE)
-    occluded_index = np.array([L.class_index(name) for name in occluded_names])
+    occluded_index = _columns(occluded_names)
     rates: dict[str, dict[str, float | None]] = {}
     counts: dict[str, dict[str, int]] = {}
     for a in rows:

@@ -142,9 +142,13 @@ def swap_sensitivity(
     arm_list = list(arms)
     if len(arm_list) != n_rows:
         raise ValueError(f"arms: expected {n_rows} arm names, one per row, got {len(arm_list)}")
-    for index, arm in enumerate(arm_list):
+    try:
+        distinct_arms = list(dict.fromkeys(arm_list))  # two arms name 10^6 rows: check each distinct one
+    except TypeError:  # an unhashable entry: find it row by row
+        distinct_arms = arm_list
+    for arm in distinct_arms:
         if arm not in ARMS:
-            raise ValueError(f"arms: unknown arm {arm!r} at row {index}; expected one of {', '.join(ARMS)}")
+            raise ValueError(f"arms: unknown arm {arm!r} at row {arm_list.index(arm)}; expected one of {', '.join(ARMS)}")
     trials = np.array(_checks.id_list(trial_ids, "trial_ids", n_rows), dtype=object)
     patients = np.array(_checks.id_list(patient_ids, "patient_ids", n_rows), dtype=object)
     if (margins_original is None) != (margins_swapped is None):
@@ -165,7 +169,8 @@ def swap_sensitivity(
     rank = np.argsort(np.argsort(first_row))
     trial_of_row = rank[trial_of_row.ravel()]
     n_trials = first_row.size
-    arm_codes = np.array([ARMS.index(arm) for arm in arm_list])
+    arm_code = {arm: ARMS.index(arm) for arm in distinct_arms}
+    arm_codes = np.fromiter(map(arm_code.__getitem__, arm_list), dtype=np.int64, count=n_rows)
     present = [a for a in range(len(ARMS)) if (arm_codes == a).any()]
 
     row_of = np.full((len(ARMS), n_trials), -1, dtype=np.int64)

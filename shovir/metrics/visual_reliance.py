@@ -57,12 +57,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from shovir.metrics import _checks
-from shovir.metrics.answers import NO_WORDS, YES_WORDS, agree_many, check_answers, match_many, per_item_options
+from shovir.metrics.answers import (
+    NO_WORDS, YES_WORDS, _agreements, _canonical_references, _matches, agree_many, check_answers, per_item_options,
+)
 from shovir.metrics.bootstrap import NO_INTERVAL, Statistic, bootstrap_intervals, paired_permutation_pvalue
 
 __all__ = [
@@ -133,7 +135,11 @@ for _category, _cues in VISUAL_LEXICON.items():
     for _cue in _cues:
         _CUES.setdefault(tuple(_cue.split()), (_category, _cue))
 _CUE_LENGTHS = sorted({len(key) for key in _CUES}, reverse=True)
+_CUE_HEADS = frozenset(key[0] for key in _CUES)
+_WORD_CUES = frozenset(key[0] for key in _CUES if len(key) == 1)
+_PHRASE_CUE_LENGTHS = [size for size in _CUE_LENGTHS if size > 1]  # longest first: "there is" before "there"
 _ECHO_IGNORED = frozenset({"a", "an", "the"}) | YES_WORDS | NO_WORDS
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # _TOKEN on lower-cased ASCII text, where NFKC and casefold are identities
 
 
 # -- input handling -------------------------------------------------------------------------
@@ -248,10 +254,12 @@ def visual_reliance(
     groups = _clusters(clusters, n)
     opts = per_item_options(options, n)
 
-    correct_real = match_many(real, refs, opts, "predictions_real")
-    correct_shuffled = match_many(shuffled, refs, opts, "predictions_shuffled")
-    correct_blank = match_many(blank, refs, opts, "predictions_blank") if blank is not None else np.zeros(n, bool)
-    changed = ~agree_many(real, shuffled, opts, refs, ("predictions_real", "predictions_shuffled"))
+    # the references' canonical forms and yes/no contexts serve every condition (match_many, agree_many)
+    canon, yes_no = _canonical_references(refs, opts, "references")
+    correct_real = _matches(real, canon, yes_no, opts)
+    correct_shuffled = _matches(shuffled, canon, yes_no, opts)
+    correct_blank = _matches(blank, canon, yes_no, opts) if blank is not None else np.zeros(n, bool)
+    changed = ~_agreements(real, shuffled, opts, yes_no)
 
     # one row per sample: the indicators whose means are the metrics, and a 1 for the denominator
     units = np.column_stack(
@@ -299,16 +307,59 @@ def visual_reliance(
 
 
 def _tokens(text: str) -> list[str]:
+    if text.isascii():
+        return _ASCII_TOKEN.findall(text.lower())
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-def _shared_phrase_mask(tokens: list[str], question_phrases: set[tuple[str, ...]], max_ngram: int) -> np.ndarray:
-    covered = np.zeros(len(tokens), dtype=bool)
-    for size in range(2, max_ngram + 1):
-        for start in range(len(tokens) - size + 1):
-            if tuple(tokens[start : start + size]) in question_phrases:
-                covered[start : start + size] = True
-    return covered
+def _question_profile(question: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """What a statement may use without adding anything: the question's words with the ignored
+    words (for echoes), and the question's consecutive word pairs (for shared phrases)."""
+    tokens = _tokens(question)
+    return frozenset(tokens) | _ECHO_IGNORED, frozenset(zip(tokens, tokens[1:]))
+
+
+def _novel_cues(
+    rationale: str, echo_words: frozenset[str], question_pairs: frozenset[tuple[str, str]], first_only: bool = False
+) -> list[tuple[str, list[str], int, int]]:
+    """Novel cue occurrences of ``rationale`` as (statement, tokens, start, size), in text order;
+    with ``first_only`` at most one (``NVC_i`` needs no more). :func:`detect_visual_claims`
+    states the rules.
+
+    A word is covered by a shared phrase of 2 to ``max_ngram`` words exactly when it is covered
+    by a shared word *pair*: every contiguous part of a shared phrase is a phrase of the question
+    too. So shared pairs decide coverage, one set look-up per word."""
+    found = []
+    for statement in _SENTENCE_BREAK.split(rationale):
+        tokens = _ASCII_TOKEN.findall(statement.lower()) if statement.isascii() else _tokens(statement)
+        if echo_words.issuperset(tokens):
+            continue  # empty, or an echo of the question: no new word, so no novel claim
+        heads = [at for at, token in enumerate(tokens) if token in _CUE_HEADS]
+        if not heads:
+            continue
+        length = len(tokens)
+        shares_a_pair = not question_pairs.isdisjoint(zip(tokens, tokens[1:]))
+        resume = 0  # a matched cue consumes its words: scanning resumes after it
+        for start in heads:
+            if start < resume:
+                continue
+            size = next((size for size in _PHRASE_CUE_LENGTHS
+                         if start + size <= length and tuple(tokens[start : start + size]) in _CUES), 0)
+            if not size:
+                if tokens[start] not in _WORD_CUES:
+                    continue
+                size = 1
+            resume = start + size
+            if shares_a_pair and all(
+                (at > 0 and (tokens[at - 1], tokens[at]) in question_pairs)
+                or (at + 1 < length and (tokens[at], tokens[at + 1]) in question_pairs)
+                for at in range(start, resume)
+            ):
+                continue  # every word of the cue is inside a phrase shared with the question
+            found.append((statement, tokens, start, size))
+            if first_only:
+                return found
+    return found
 
 
 def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> list[dict[str, str]]:
@@ -323,8 +374,9 @@ def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> l
     Single shared words are *not* removed: a rationale that independently asserts the asked
     property ("it has irregular margins" for "Is the lesion irregular?") makes a visual claim,
     whereas quoting the question ("I check for an irregular mass" for "Is there an irregular
-    mass?") does not. Longer shared phrases are covered by their shared sub-phrases, so the
-    5-word cap only bounds the work. Negated observations
+    mass?") does not. A longer shared phrase covers no word that its shared word pairs do not
+    cover, so the result is the same for every cap of 2 or more (``max_ngram`` is kept as the
+    paper's bound, and checked). Negated observations
     ("no visible effusion") are claims too: they assert what the image shows.
 
     **Echoes of the question** (§3.5 (2), "adds information not present in the question"): a
@@ -353,31 +405,10 @@ def detect_visual_claims(rationale: str, question: str, max_ngram: int = 5) -> l
     question = check_answers([question], "question")[0]
     if isinstance(max_ngram, bool) or not isinstance(max_ngram, int) or max_ngram < 2:
         raise ValueError(f"max_ngram must be >= 2 (phrases of 2 or more words), got {max_ngram!r}")
-    question_tokens = _tokens(question)
-    question_words = set(question_tokens)
-    phrases = {
-        tuple(question_tokens[start : start + size])
-        for size in range(2, max_ngram + 1)
-        for start in range(len(question_tokens) - size + 1)
-    }
     claims: list[dict[str, str]] = []
-    for statement in _SENTENCE_BREAK.split(rationale):
-        tokens = _tokens(statement)
-        if not tokens or all(t in question_words for t in tokens if t not in _ECHO_IGNORED):
-            continue  # empty, or an echo of the question: no new word, so no novel claim
-        covered = _shared_phrase_mask(tokens, phrases, max_ngram)
-        start = 0
-        while start < len(tokens):
-            for size in _CUE_LENGTHS:
-                key = tuple(tokens[start : start + size])
-                if len(key) == size and key in _CUES:
-                    if not covered[start : start + size].all():
-                        category, cue = _CUES[key]
-                        claims.append({"category": category, "cue": cue, "statement": statement.strip()})
-                    start += size
-                    break
-            else:
-                start += 1
+    for statement, tokens, start, size in _novel_cues(rationale, *_question_profile(question)):
+        category, cue = _CUES[tuple(tokens[start : start + size])]
+        claims.append({"category": category, "cue": cue, "statement": statement.strip()})
     return claims
 
 
@@ -388,6 +419,156 @@ def has_visual_claim(rationale: str, question: str, max_ngram: int = 5) -> bool:
     (True, False)
     """
     return bool(detect_visual_claims(rationale, question, max_ngram))
+
+
+def _claims_many(rationales: Sequence[str], questions: Sequence[str]) -> np.ndarray:
+    """``NVC_i`` of checked, aligned rationales and questions: :func:`_claims_arrow` for large
+    batches, else rationale by rationale (each distinct question profiled once)."""
+    if len(rationales) >= _ARROW_MIN_ROWS and _ARROW_SAFE_LEXICON:
+        return _claims_arrow(rationales, questions)
+    profiles: dict[str, tuple[frozenset[str], frozenset[tuple[str, str]]]] = {}
+    claim = np.zeros(len(rationales), dtype=bool)
+    for index, (rationale, question) in enumerate(zip(rationales, questions)):
+        profile = profiles.get(question)
+        if profile is None:
+            profile = profiles[question] = _question_profile(question)
+        claim[index] = bool(_novel_cues(rationale, *profile, first_only=True))
+    return claim
+
+
+_ARROW_MIN_ROWS = 4096  # below this, Arrow's set-up costs more than the loop
+# Column-wise detection reads a cue as 1 or 2 words and relies on no second word of a two-word
+# cue starting a cue ("there is": "is" starts none), so a matched phrase never hides a cue the
+# word-by-word scan would find. The lexicon is checked once here.
+_ARROW_SAFE_LEXICON = max(_CUE_LENGTHS) <= 2 and not any(len(key) == 2 and key[1] in _CUE_HEADS for key in _CUES)
+_BYTE_TOKEN = np.zeros(256, dtype=bool)  # _ASCII_TOKEN's characters, [a-z0-9]
+_BYTE_TOKEN[[*range(ord("a"), ord("z") + 1), *range(ord("0"), ord("9") + 1)]] = True
+_BYTE_STOP = np.zeros(256, dtype=bool)  # _SENTENCE_BREAK's look-behind, [.!?;]
+_BYTE_STOP[[ord(c) for c in ".!?;"]] = True
+_BYTE_SPACE = np.zeros(256, dtype=bool)  # Python's \s on ASCII: also \v and \x1c-\x1f
+_BYTE_SPACE[[9, 10, 11, 12, 13, 32, 28, 29, 30, 31]] = True
+
+
+def _ascii_tokens(texts: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Tokens of lower-cased ASCII texts (an Arrow large_string array), as :func:`_tokens` and
+    :data:`_SENTENCE_BREAK` make them: per token its row, its statement (numbered across all
+    rows) and its id in the returned list of distinct words. Bytes, not regexes: a statement
+    breaks at a newline and at whitespace after . ! ? ; (one look-up table each)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(texts)
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + n + 1]
+    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]] if offsets[-1] > offsets[0] \
+        else np.zeros(0, dtype=np.uint8)
+    offsets = offsets - offsets[0]
+    row_start = np.zeros(len(data) + 1, dtype=bool)
+    row_start[offsets[:-1]] = True
+    is_token = _BYTE_TOKEN[data]
+    edge = np.empty(len(data) + 1, dtype=bool)  # a token starts or ends here (between bytes)
+    edge[0], edge[-1] = True, True
+    np.not_equal(is_token[1:], is_token[:-1], out=edge[1:-1])
+    edge |= row_start
+    bounds = np.flatnonzero(edge)
+    bounds = bounds[bounds < len(data)]
+    starts = bounds[is_token[bounds]]
+    ends = np.append(bounds[1:], len(data))[is_token[bounds]]  # each token ends at the next edge
+    breaks = data == 10
+    breaks[1:] |= _BYTE_STOP[data[:-1]] & _BYTE_SPACE[data[1:]] & ~row_start[1:-1]
+    statement_starts = np.flatnonzero(breaks | row_start[:-1])  # row starts count: statements never span rows
+    per_statement = np.diff(np.append(np.searchsorted(starts, statement_starts), len(starts)))
+    statement = np.repeat(np.arange(len(statement_starts)), per_statement)
+    row = np.repeat(np.arange(n), np.diff(np.searchsorted(starts, offsets)))
+    lengths = ends - starts
+    token_offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=token_offsets[1:])
+    words = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(token_offsets), pa.py_buffer(data[is_token]))
+    encoded = pc.dictionary_encode(words)
+    return row, statement, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def _member(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.isin(values, keys)`` for non-negative keys: a dense table over a small key space,
+    else a binary search of the sorted keys."""
+    if not len(keys):
+        return np.zeros(len(values), dtype=bool)
+    if keys.max() < (1 << 24):
+        table = np.zeros(int(keys.max()) + 2, dtype=bool)
+        table[keys] = True
+        return table[np.minimum(values, len(table) - 1)]
+    keys = np.unique(keys)
+    at = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return keys[at] == values
+
+
+def _claims_arrow(rationales: Sequence[str], questions: Sequence[str]) -> np.ndarray:
+    """``NVC_i`` column-wise, the same as :func:`_novel_cues` row by row (tested on random text).
+
+    ASCII rationales are lower-cased, their statement breaks marked and their words split and
+    dictionary-encoded by Arrow; echoes, cues and words covered by pairs shared with the question
+    are then array look-ups of (question, word) and (question, word pair) keys. Rationales with
+    other characters take :func:`_novel_cues` (their tokens need NFKC and case folding)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(rationales)
+    claim = np.zeros(n, dtype=bool)
+    texts = pa.array(rationales, type=pa.large_string())
+    asked = pc.dictionary_encode(pa.array(questions, type=pa.large_string()))
+    question_of_row = asked.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    distinct_questions = asked.dictionary.to_pylist()
+    ascii_rows = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
+    for row in np.flatnonzero(~ascii_rows):
+        claim[row] = bool(_novel_cues(rationales[row], *_question_profile(questions[row]), first_only=True))
+    fast_rows = np.flatnonzero(ascii_rows)
+    if not len(fast_rows):
+        return claim
+
+    row, statement, token, words = _ascii_tokens(pc.ascii_lower(texts.filter(pa.array(ascii_rows))))
+    word_id = {word: index for index, word in enumerate(words)}
+    size = len(words)
+    question = question_of_row[fast_rows][row]
+
+    n_questions = len(distinct_questions)
+    if n_questions * size * size >= 1 << 62:  # pair keys would overflow int64
+        for row_index in fast_rows:
+            claim[row_index] = bool(_novel_cues(rationales[row_index], *_question_profile(questions[row_index]), first_only=True))
+        return claim
+    word_keys, pair_keys = [], []
+    for index, text in enumerate(distinct_questions):
+        known = [word_id.get(word, -1) for word in _tokens(text)]  # a word no rationale has matches nothing
+        word_keys += [index * size + w for w in known if w >= 0]
+        pair_keys += [(index * size + a) * size + b for a, b in zip(known, known[1:]) if a >= 0 and b >= 0]
+    word_keys = np.array(word_keys, dtype=np.int64)
+    pair_keys = np.array(pair_keys, dtype=np.int64)
+
+    def table(vocabulary: frozenset[str]) -> np.ndarray:
+        flags = np.zeros(size, dtype=bool)
+        flags[[word_id[word] for word in vocabulary if word in word_id]] = True
+        return flags
+
+    phrase_keys = np.array([word_id[a] * size + word_id[b] for a, b in (key for key in _CUES if len(key) == 2)
+                            if a in word_id and b in word_id], dtype=np.int64)
+    in_question = _member(question * size + token, word_keys)
+    # an echo: every word of the statement is a question word or an ignored word
+    disallowed = np.bincount(statement, weights=~(in_question | table(_ECHO_IGNORED)[token]), minlength=int(statement.max(initial=0)) + 1)
+    echo = disallowed[statement] == 0
+    same_statement = statement[1:] == statement[:-1]
+    phrase = np.zeros(len(token), dtype=bool)
+    at = np.flatnonzero(same_statement & table(frozenset(key[0] for key in _CUES if len(key) == 2))[token[:-1]])
+    phrase[at[_member(token[at] * size + token[at + 1], phrase_keys)]] = True
+    at = np.flatnonzero(same_statement & in_question[:-1] & in_question[1:])  # a shared pair has two question words
+    shared_pair = np.zeros(len(token) - 1 if len(token) else 0, dtype=bool)
+    shared_pair[at[_member((question[at] * size + token[at]) * size + token[at + 1], pair_keys)]] = True
+    covered = np.zeros(len(token), dtype=bool)
+    covered[1:] |= shared_pair  # the pair to the left is shared
+    covered[:-1] |= shared_pair  # the pair to the right is shared
+    covered_next = np.zeros(len(token), dtype=bool)
+    covered_next[:-1] = covered[1:]
+    word_cue = table(_WORD_CUES)[token] & ~phrase  # the longer cue wins
+    novel = ((word_cue & ~covered) | (phrase & ~(covered & covered_next))) & ~echo
+    claim[fast_rows] = np.bincount(row, weights=novel, minlength=len(fast_rows)) > 0
+    return claim
 
 
 def hallucination_metrics(
@@ -465,7 +646,7 @@ def hallucination_metrics(
     if isinstance(max_ngram, bool) or not isinstance(max_ngram, int) or max_ngram < 2:
         raise ValueError(f"max_ngram must be >= 2 (phrases of 2 or more words), got {max_ngram!r}")
 
-    claim = np.array([has_visual_claim(r, q, max_ngram) for r, q in zip(texts, asked)], dtype=bool)
+    claim = _claims_many(texts, asked)
     invariant = agree_many(real, shuffled, opts, refs, ("predictions_real", "predictions_shuffled"))
     order = list(dict.fromkeys(names))  # benchmarks in order of first appearance
     member = np.array([order.index(b) for b in names]) if len(order) > 1 else np.zeros(n, dtype=np.int64)
