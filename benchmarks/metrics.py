@@ -16,7 +16,7 @@ visual_reliance, hvrr, swap_sensitivity) runs on ``--rows`` synthetic rows of re
 templated sentences; yes/no and option answers; short rationales; paired swap trials of
 ~10 trials per patient) with its *default* resamples and permutations, once as the
 ``shovir.metrics`` function and once as ``evaluate.load(<local module>).compute(...)``. Each run
-is a fresh subprocess that builds its inputs, warms the metric up on 40 other rows (imports and
+is a fresh subprocess that builds its inputs, warms the metric up on 5,000 other rows (imports and
 first-call set-up are not what scales), resets the kernel's peak-RSS counter
 (``/proc/self/clear_refs``), calls the metric once and reports its wall time and its peak RSS
 above the RSS it had before the call (inputs excluded; Arrow buffers and memory-mapped cache
@@ -250,7 +250,8 @@ def child(module: str, path: str, rows: int) -> dict[str, Any]:
 
         metric = evaluate.load(str(ROOT / "metrics" / module))
         call = metric.compute
-    warm = build_inputs(module, 40, seed=1)  # imports and first-call set-up stay out of the measurement
+    warm = build_inputs(module, 5000, seed=1)  # imports and first-call set-up stay out of the measurement (5,000 rows:
+    # enough to take the column-wise paths that large inputs take)
     if path == "function":
         warm = {_FUNCTION_NAMES.get((module, key), key): value for key, value in warm.items()}
     call(**warm)

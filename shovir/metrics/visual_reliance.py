@@ -423,9 +423,17 @@ def has_visual_claim(rationale: str, question: str, max_ngram: int = 5) -> bool:
 
 def _claims_many(rationales: Sequence[str], questions: Sequence[str]) -> np.ndarray:
     """``NVC_i`` of checked, aligned rationales and questions: :func:`_claims_arrow` for large
-    batches, else rationale by rationale (each distinct question profiled once)."""
+    batches (in slices of 16,384 rows), else rationale by rationale (each distinct question
+    profiled once)."""
     if len(rationales) >= _ARROW_MIN_ROWS and _ARROW_SAFE_LEXICON:
-        return _claims_arrow(rationales, questions)
+        claim = np.empty(len(rationales), dtype=bool)
+        for start in range(0, len(rationales), _ARROW_CHUNK_ROWS):  # bounded memory: a few arrays per token
+            end = start + _ARROW_CHUNK_ROWS
+            claim[start:end] = _claims_arrow(rationales[start:end], questions[start:end])
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()  # Arrow keeps freed pages for itself; numpy comes next
+        return claim
     profiles: dict[str, tuple[frozenset[str], frozenset[tuple[str, str]]]] = {}
     claim = np.zeros(len(rationales), dtype=bool)
     for index, (rationale, question) in enumerate(zip(rationales, questions)):
@@ -437,6 +445,7 @@ def _claims_many(rationales: Sequence[str], questions: Sequence[str]) -> np.ndar
 
 
 _ARROW_MIN_ROWS = 4096  # below this, Arrow's set-up costs more than the loop
+_ARROW_CHUNK_ROWS = 1 << 14
 # Column-wise detection reads a cue as 1 or 2 words and relies on no second word of a two-word
 # cue starting a cue ("there is": "is" starts none), so a matched phrase never hides a cue the
 # word-by-word scan would find. The lexicon is checked once here.
