@@ -262,3 +262,59 @@ def test_an_optional_input_given_in_some_batches_only_is_named():
     module.add(reference=[0, 1] + [0] * 12, control_predictions=[0, 1] + [0] * 12, prediction=[0] * 14)
     with pytest.raises(ValueError, match=r"target_classes: row 1 has no value"):
         module.compute()
+
+
+def test_batches_larger_than_a_write_slice_stream_absent_inputs_and_shared_options(monkeypatch):
+    from shovir.metrics import _checks
+
+    monkeypatch.setattr(_checks, "_WRITE_ROWS", 4)  # N = 9 rows: three slices, the last of one row
+    settings = dict(n_resamples=20, n_permutations=19, seed=6)
+    shared = ["yes", "no"]  # option letters: "A" is "yes"
+    real = ["A", "no", "yes", "B", "yes", "no", "A", "yes", "no"]
+    shuffled = ["yes", "B", "A", "no", "no", "no", "yes", "Yes.", "B"]
+    references = ["yes", "no", "yes", "no", "no", "no", "yes", "yes", "yes"]
+    columns = dict(predictions_real=real, predictions_shuffled=shuffled, references=references, options=shared)
+    expected = M.visual_reliance(real, shuffled, references, options=shared, **settings)
+    assert expected["accuracy_blank"] is None and expected != M.visual_reliance(real, shuffled, references, **settings)
+    assert _load("visual_reliance").compute(**columns, **settings) == expected
+    module = _load("visual_reliance")
+    for start, stop in BATCHES:  # one list of strings: the options of every row of the batch
+        module.add_batch(**_batch({k: v for k, v in columns.items() if k != "options"}, start, stop), options=shared)
+    assert module.compute(**settings) == expected
+    for index in range(N):
+        module.add(**_row({k: v for k, v in columns.items() if k != "options"}, index), options=shared)
+    assert module.compute(**settings) == expected
+    swap = {key: value for key, value in SWAP.items() if not key.startswith("margins")}
+    out = _load("swap_sensitivity").compute(**swap, n_resamples=30, seed=1)
+    assert out == M.swap_sensitivity(**swap, n_resamples=30, seed=1) and out["mean_abs_margin_change_with_report"] is None
+
+
+def test_string_columns_read_back_one_str_per_distinct_value():
+    import pyarrow as pa
+
+    from shovir.metrics._checks import StreamingModule
+
+    values = ["t1", "t2", None, "t1", "t3", "t2"] * 50
+    column = pa.chunked_array([pa.array(values[i : i + 7], pa.string()) for i in range(0, len(values), 7)])
+    out = StreamingModule._pylist(column)
+    assert len(out) == len(values) and list(out) == values and out[1:5] == values[1:5] and out[-1] == "t2"
+    assert len({id(value) for value in out if value is not None}) == 3  # each distinct id is one str
+    distinct = pa.chunked_array([pa.array(["a", "b"]), pa.array(["c"])])
+    assert StreamingModule._pylist(distinct) == ["a", "b", "c"]  # all distinct: the dictionary, a list
+    assert StreamingModule._pylist(pa.chunked_array([pa.array([0.5, -1.0])])) == [0.5, -1.0]
+    assert StreamingModule._pylist(None) is None
+
+
+def test_options_read_back_as_one_shared_list_when_every_row_has_it():
+    import pyarrow as pa
+
+    from shovir.metrics._checks import StreamingModule
+
+    def column(rows):
+        return pa.chunked_array([pa.array(rows[:2], pa.list_(pa.string())), pa.array(rows[2:], pa.list_(pa.string()))])
+
+    assert StreamingModule._options(column([["yes", "no"]] * 5)) == ["yes", "no"]
+    mixed = StreamingModule._options(column([["a", "b"], None, ["a", "b"], ["c", "d"], ["a", "b"]]))
+    assert mixed == [["a", "b"], None, ["a", "b"], ["c", "d"], ["a", "b"]] and mixed[0] is mixed[4]
+    assert StreamingModule._options(column([None] * 3)) is None
+    assert StreamingModule._options(column([[]] * 3)) is None  # empty lists are open questions, as per_item_options reads them

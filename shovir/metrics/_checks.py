@@ -282,19 +282,17 @@ def no_text_with_labeler(labeler: Any, any_text: bool) -> None:
 def class_names(field: str, values: Sequence[str]) -> list[str]:
     """Canonical CheXpert names, or ``ValueError`` naming ``field`` and the index."""
     items = sequence(field, values, "one CheXpert class per sample")
-    resolved: dict[str, str] = {}  # each distinct spelling is resolved once: 10^6 targets name 13 classes
-    names = []
-    for index, value in enumerate(items):
-        name = resolved.get(value) if type(value) is str else None
-        if name is None:
-            try:
-                name = L.canonical_class(value)
-            except ValueError as error:
-                raise ValueError(f"{field}[{index}]: {error}") from None
-            if type(value) is str:
-                resolved[value] = name
-        names.append(name)
-    return names
+    try:
+        distinct = dict.fromkeys(items)  # each distinct spelling is resolved once: 10^6 targets name 13 classes
+    except TypeError:  # an unhashable item (a list, say): find and name it in order
+        distinct = None
+    resolved = {}
+    for value in (items if distinct is None else distinct):
+        try:
+            resolved[value] = L.canonical_class(value)
+        except ValueError as error:
+            raise ValueError(f"{field}[{items.index(value)}]: {error}") from None
+    return [resolved[value] for value in items]
 
 
 def target_classes(field: str, values: Sequence[str], n: int | None = None) -> list[str]:
@@ -350,6 +348,23 @@ def id_list(values: Sequence[object], field: str, n: int | None = None, unique: 
         raise ValueError(f"{field}: empty; at least one id is needed")
     if n is not None and len(items) != n:
         raise ValueError(f"{field}: expected {n} ids, one per row, got {len(items)}")
+    if all(type(value) is str for value in items):  # the common cases, checked in one pass
+        out = items
+    elif all(type(value) is int for value in items):
+        out = list(map(str, items))
+    else:
+        out = _mixed_ids(items, field)
+    if unique and len(set(out)) < len(out):
+        seen: dict[str, int] = {}
+        for index, value in enumerate(out):
+            if value in seen:
+                raise ValueError(f"{field}: id {value!r} appears twice (rows {seen[value]} and {index}); ids must be unique")
+            seen[value] = index
+    return out
+
+
+def _mixed_ids(items: list, field: str) -> list[str]:
+    """:func:`id_list` row by row: names the first bad id or the first change of type."""
     kinds = set()
     out = []
     for index, value in enumerate(items):
@@ -362,12 +377,6 @@ def id_list(values: Sequence[object], field: str, n: int | None = None, unique: 
                              f"{'integers' if isinstance(value, str) else 'strings'}; use one type for every id "
                              "(1 and '1' would be read as the same id)")
         out.append(str(value))
-    if unique:
-        seen: dict[str, int] = {}
-        for index, value in enumerate(out):
-            if value in seen:
-                raise ValueError(f"{field}: id {value!r} appears twice (rows {seen[value]} and {index}); ids must be unique")
-            seen[value] = index
     return out
 
 
@@ -712,12 +721,14 @@ class StreamingModule:
                              f"{'; settings (compute only): ' + ', '.join(settings) if settings else ''}")
         return given
 
-    def _rows(self, columns: dict[str, Any], labeler: Any = None, single: bool = False) -> dict[str, list]:
-        """Validate and convert one batch (``single``: one row, each value that row's value)."""
+    def _rows(self, columns: dict[str, Any], labeler: Any = None, single: bool = False) -> dict[str, Any]:
+        """Validate and convert one batch (``single``: one row, each value that row's value). An
+        optional input not given is ``None``: :meth:`_write` makes its nulls slice by slice, so a
+        large batch never holds a list of ``None`` per row and absent column."""
         if single:
             columns = {name: (None if value is None else [value]) if name != "options" else value
                        for name, value in columns.items()}
-        out: dict[str, list] = {}
+        out: dict[str, Any] = {}
         lengths: dict[str, int] = {}
         any_text = False
         for column in self._COLUMNS:
@@ -770,18 +781,34 @@ class StreamingModule:
             raise ValueError(f"{next(iter(lengths), self._COLUMNS[0].name)}: empty; pass at least one sample")
         no_text_with_labeler(labeler, any_text)
         for column in self._COLUMNS:
-            if column.kind == "options":
+            if column.kind == "options" and columns.get(column.name) is not None:
                 out[column.name] = _option_rows(column.name, columns.get(column.name), n, single)
                 if len(out[column.name]) != n:
                     raise ValueError(f"Mismatch in the number of rows: options has {len(out[column.name])} option lists "
                                      f"but there are {n} rows; pass one list per row, or one list of strings for all")
             elif column.name not in out:
-                out[column.name] = [None] * n
+                out[column.name] = None
         return out
 
-    def _arrow_column(self, column: Column, values: Any) -> Any:
+    @staticmethod
+    def _arrow_type(column: Column) -> Any:
+        """The Arrow type of :meth:`Column.feature` (the type of a slice of nulls)."""
         import pyarrow as pa
 
+        if column.kind == "codes":
+            return pa.list_(pa.int8())
+        if column.kind == "number":
+            return pa.float64()
+        if column.kind == "options":
+            return pa.list_(pa.string())
+        return pa.string()
+
+    def _arrow_column(self, column: Column, values: Any, n: int) -> Any:
+        """One slice of ``n`` rows of a column as an Arrow array (``values`` ``None``: not given)."""
+        import pyarrow as pa
+
+        if values is None:
+            return pa.nulls(n, type=self._arrow_type(column))
         if column.kind == "codes":
             array = np.ascontiguousarray(values, dtype=np.int8)
             offsets = np.arange(0, array.size + 1, L.NUM_CLASSES, dtype=np.int32)
@@ -795,22 +822,25 @@ class StreamingModule:
     def _write(self, rows: dict[str, Any]) -> None:
         """Write one validated batch to evaluate's Arrow cache, in slices of at most
         :data:`_WRITE_ROWS` rows (a large ``compute``/``add_batch`` input never becomes one whole
-        Arrow table next to its Python form). This is what ``EvaluationModule.add_batch`` does after
-        its checks, minus ``Features.encode_batch``, which walks every element in Python (the rows
-        are already validated and of the declared types)."""
+        Arrow table next to its Python form; an absent optional input, ``None``, is one slice of
+        nulls at a time). This is what ``EvaluationModule.add_batch`` does after its checks, minus
+        ``Features.encode_batch``, which walks every element in Python (the rows are already
+        validated and of the declared types)."""
         import pyarrow as pa
 
         if self.writer is None:
             self.selected_feature_format = self.features
             self._init_writer()
         names = [column.name for column in self._COLUMNS]
-        n = len(rows[names[0]])
+        n = len(next(values for values in rows.values() if values is not None))
         for start in range(0, n, _WRITE_ROWS):
-            stop = start + _WRITE_ROWS
-            table = pa.Table.from_arrays([self._arrow_column(column, rows[column.name][start:stop])
+            stop = min(start + _WRITE_ROWS, n)
+            table = pa.Table.from_arrays([self._arrow_column(column, None if rows[column.name] is None else
+                                                             rows[column.name][start:stop], stop - start)
                                           for column in self._COLUMNS], names=names)
             self.writer.write_table(table)
             del table
+        _release_arrow_memory()
 
     # -- reading columns back (``format="arrow"``: no Python list per value unless needed) ------
 
@@ -818,7 +848,7 @@ class StreamingModule:
     def _arrow_info(info: Any) -> Any:
         """``info`` reading its columns back as Arrow arrays (``format="arrow"``), so that ``_compute``
         gets no Python list per value: codes become numpy from the Arrow buffers (:meth:`_codes`),
-        strings and ids Python lists only where the metric function needs them (:meth:`_pylist`).
+        strings and ids one ``str`` per distinct value (:meth:`_pylist`).
         Set after construction: ``MetricInfo`` refuses any format for list features, a check meant
         for the numpy format (Arrow arrays hold lists as they are)."""
         info.format = "arrow"
@@ -846,36 +876,64 @@ class StreamingModule:
         return np.asarray(values, dtype=np.int8).reshape(-1, L.NUM_CLASSES)
 
     @classmethod
-    def _pylist(cls, values: Any) -> list | None:
-        """A column read back from Arrow as a Python list, chunk by chunk (``None`` stays ``None``;
-        a list is returned as is). Chunks of a string column with repeated values (answers, arms,
-        classes) share one ``str`` object per distinct value instead of making one per row."""
+    def _pylist(cls, values: Any) -> Sequence | None:
+        """A column read back from Arrow as a Python sequence (``None`` stays ``None``; a list is
+        returned as is). A string column is dictionary-encoded as a whole and comes back as a
+        :class:`_Decoded`: each distinct value one ``str`` (a trial id of both arms, a patient id,
+        an answer), each row a small integer. The metric functions copy every input into a list
+        of their own, so a list per column here would only double that list; a column whose rows
+        are all distinct is the encoding's dictionary, a plain list. Other columns (margins) are
+        lists."""
         if values is None or isinstance(values, list):
             return values
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        out: list = []
-        shared: dict = {}
-        for chunk in cls._chunks(values):
-            if len(chunk) > 64 and (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
-                encoded = pc.dictionary_encode(chunk)
-                if len(encoded.dictionary) * 4 <= len(chunk):
-                    words = [shared.setdefault(word, word) for word in encoded.dictionary.to_pylist()] + [None]
-                    indices = encoded.indices.fill_null(len(words) - 1).to_numpy(zero_copy_only=False)
-                    out.extend(map(words.__getitem__, indices.tolist()))
-                    continue
-            out.extend(chunk.to_pylist())
+        if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+            out: list = []
+            for chunk in cls._chunks(values):
+                out.extend(chunk.to_pylist())
+            return out
+        n = len(values)
+        chunks = [chunk for chunk in cls._chunks(pc.dictionary_encode(values)) if len(chunk)]
+        if not chunks:
+            return []
+        words = chunks[0].dictionary.to_pylist()  # one dictionary for every chunk, in order of first appearance
+        out = words
+        if len(words) < n:
+            indices = np.empty(n, dtype=np.min_scalar_type(len(words)))  # len(words): a null row's index
+            start = 0
+            for chunk in chunks:
+                part = chunk.indices.fill_null(len(words)) if chunk.null_count else chunk.indices
+                indices[start : start + len(part)] = part.to_numpy(zero_copy_only=False)
+                start += len(part)
+            if values.null_count:
+                words.append(None)
+            out = _Decoded(words, indices)
+        del chunks
+        _release_arrow_memory()
         return out
 
     @classmethod
     def _options(cls, values: Any) -> list | None:
-        """The options column: ``None`` when no row has an option list."""
+        """The options column: ``None`` when no row has an option list; the one list itself when
+        every row has the same (what the metric functions read as one list shared by all rows,
+        with the same result, instead of a tuple per row); else one list per row, rows with
+        equal options sharing one list object."""
         if values is None:
             return None
-        if hasattr(values, "null_count"):
-            return None if values.null_count == len(values) else cls._pylist(values)
-        return None if all(item is None for item in values) else values
+        if not hasattr(values, "null_count"):
+            return None if all(item is None for item in values) else values
+        if values.null_count == len(values):
+            return None
+        rows: list = []
+        shared: dict = {}
+        for chunk in cls._chunks(values):
+            rows.extend(None if row is None else shared.setdefault(tuple(row), row) for row in chunk.to_pylist())
+        if len(shared) == 1 and not values.null_count:
+            only = next(iter(shared.values()))
+            return only if only else None  # every row an empty list: every question open
+        return rows
 
     # -- evaluate's entry points ---------------------------------------------------------------
 
@@ -959,3 +1017,43 @@ class StreamingModule:
             raise ValueError(f"{name}: row {missing} has no value but other rows do (it was given in some "
                              "add()/add_batch() calls only); give it for every sample or for none")
         return cls._pylist(values)
+
+
+def _release_arrow_memory() -> None:
+    """Hand Arrow's freed memory back to the system. Arrow's allocator (mimalloc or jemalloc)
+    keeps freed pages resident for reuse by Arrow, but what the metric functions allocate next
+    is numpy and Python memory, which cannot reuse them: left alone, the pages of the slices
+    written and of the columns decoded stay resident through the metric function's run, in the
+    peak memory of ``compute``."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
+class _Decoded(Sequence):
+    """A string column read back from Arrow: its distinct values (``words``) and, per row, the
+    index of the row's value (``indices``, the smallest unsigned integer type that holds them):
+    one to four bytes per row where a list takes eight. Read-only; iterated slice by slice, so
+    that no Python int is made per row at once."""
+
+    __slots__ = ("_indices", "_words")
+
+    def __init__(self, words: list, indices: np.ndarray) -> None:
+        self._words = words
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return list(map(self._words.__getitem__, self._indices[index].tolist()))
+        return self._words[int(self._indices[index])]
+
+    def __iter__(self) -> Any:
+        words = self._words
+        for start in range(0, len(self._indices), _WRITE_ROWS):
+            yield from map(words.__getitem__, self._indices[start : start + _WRITE_ROWS].tolist())
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} strings, {len(self._words)} distinct>"
