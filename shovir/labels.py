@@ -116,6 +116,7 @@ def validate_codes(codes: Sequence[Sequence[int]] | np.ndarray, field: str = "la
 
     Raises ``ValueError`` naming ``field`` for a wrong width, a code outside {0, 1, 2, 3},
     non-integral floats, NaN, or booleans (a binarised vector passed where codes are expected).
+    An ``int8`` array is returned itself, not copied: callers read codes, never write them.
 
     >>> validate_codes([[0] * 13 + [1]]).shape
     (1, 14)
@@ -153,7 +154,7 @@ def validate_codes(codes: Sequence[Sequence[int]] | np.ndarray, field: str = "la
             f"{field}: code {array[row, col]:g} at row {row}, column {col} ({CLASSES[col]}) is not one of "
             + ", ".join(f"{k} {v}" for k, v in CODE_NAMES.items())
         )
-    return array.astype(np.int8)
+    return array.astype(np.int8, copy=False)  # int8 input is returned as is: nothing downstream writes to it
 
 
 def binarize(codes: Sequence[Sequence[int]] | np.ndarray, uncertain: UncertainPolicy = "negative") -> np.ndarray:

@@ -116,9 +116,9 @@ def chexbert_f1(
     ref, hyp = _label_inputs(labeler, references=references, predictions=predictions)
     _checks.same_length(references=ref, predictions=hyp, clusters=clusters)
     clusters = _checks.cluster_ids(clusters, len(ref))
-    y_true, y_pred = L.binarize(ref, uncertain).astype(np.float64), L.binarize(hyp, uncertain).astype(np.float64)
-    tp, fp, fn = y_true * y_pred, (1 - y_true) * y_pred, y_true * (1 - y_pred)
-    counts = {"tp": tp.sum(0), "fp": fp.sum(0), "fn": fn.sum(0), "support": y_true.sum(0)}
+    y_true, y_pred = L.binarize(ref, uncertain).astype(bool), L.binarize(hyp, uncertain).astype(bool)
+    parts = {"tp": y_true & y_pred, "fp": ~y_true & y_pred, "fn": y_true & ~y_pred, "support": y_true}
+    counts = {key: part.sum(0).astype(np.float64) for key, part in parts.items()}  # exact integer counts
     all14 = _averages(counts["tp"], counts["fp"], counts["fn"], counts["support"])
     top5 = _averages(*(counts[k][_TOP5_INDEX] for k in ("tp", "fp", "fn", "support")))
     precision_den = counts["tp"] + counts["fp"]
@@ -137,7 +137,7 @@ def chexbert_f1(
     ci: dict[str, dict[str, float | None]] = {key: _interval_dict(None) for key in keys}
     if n_resamples > 0:
         k = L.NUM_CLASSES
-        stacked = np.concatenate([tp, fp, fn, y_true], axis=1)
+        stacked = np.concatenate([parts[key].astype(np.float64) for key in ("tp", "fp", "fn", "support")], axis=1)
 
         def statistic_for(group: str, average: str):
             index = slice(None) if group == "f1_14" else _TOP5_INDEX
