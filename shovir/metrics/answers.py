@@ -279,7 +279,7 @@ def check_answers(values: Sequence[object], field: str, allow_empty_text: bool =
         raise ValueError(f"{field}: expected a sequence of answers, got {type(values).__name__}") from None
     if not items:
         raise ValueError(f"{field}: empty; at least one answer is needed")
-    if all(type(value) is str for value in items):  # the common case, checked in one pass
+    if set(map(type, items)) == {str}:  # the common case, checked in one pass at C speed
         if not allow_empty_text:
             for value in dict.fromkeys(items):  # answers repeat: each distinct one is normalised once
                 if not _normalize(value):
