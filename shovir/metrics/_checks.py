@@ -279,15 +279,25 @@ def no_text_with_labeler(labeler: Any, any_text: bool) -> None:
 # -- classes and ids --------------------------------------------------------------------------
 
 
+def distinct_values(items: list) -> list:
+    """The distinct values of ``items`` in order of first appearance, for checking each once; with
+    an unhashable item (a list where a name is expected), ``items`` itself, so that checking in
+    order still names the first bad row.
+
+    >>> distinct_values(["Edema", "Edema", "Cardiomegaly"]), distinct_values([["x"], "Edema"])
+    (['Edema', 'Cardiomegaly'], [['x'], 'Edema'])
+    """
+    try:
+        return list(dict.fromkeys(items))
+    except TypeError:
+        return items
+
+
 def class_names(field: str, values: Sequence[str]) -> list[str]:
     """Canonical CheXpert names, or ``ValueError`` naming ``field`` and the index."""
     items = sequence(field, values, "one CheXpert class per sample")
-    try:
-        distinct = dict.fromkeys(items)  # each distinct spelling is resolved once: 10^6 targets name 13 classes
-    except TypeError:  # an unhashable item (a list, say): find and name it in order
-        distinct = None
     resolved = {}
-    for value in (items if distinct is None else distinct):
+    for value in distinct_values(items):  # 10^6 targets name 13 classes: each spelling resolved once
         try:
             resolved[value] = L.canonical_class(value)
         except ValueError as error:

@@ -142,10 +142,7 @@ def swap_sensitivity(
     arm_list = list(arms)
     if len(arm_list) != n_rows:
         raise ValueError(f"arms: expected {n_rows} arm names, one per row, got {len(arm_list)}")
-    try:
-        distinct_arms = list(dict.fromkeys(arm_list))  # two arms name 10^6 rows: check each distinct one
-    except TypeError:  # an unhashable entry: find it row by row
-        distinct_arms = arm_list
+    distinct_arms = _checks.distinct_values(arm_list)  # two arms name 10^6 rows: check each once
     for arm in distinct_arms:
         if arm not in ARMS:
             raise ValueError(f"arms: unknown arm {arm!r} at row {arm_list.index(arm)}; expected one of {', '.join(ARMS)}")

@@ -513,10 +513,10 @@ def _member(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
 def _claims_arrow(rationales: Sequence[str], questions: Sequence[str]) -> np.ndarray:
     """``NVC_i`` column-wise, the same as :func:`_novel_cues` row by row (tested on random text).
 
-    ASCII rationales are lower-cased, their statement breaks marked and their words split and
-    dictionary-encoded by Arrow; echoes, cues and words covered by pairs shared with the question
-    are then array look-ups of (question, word) and (question, word pair) keys. Rationales with
-    other characters take :func:`_novel_cues` (their tokens need NFKC and case folding)."""
+    ASCII rationales are lower-cased by Arrow and cut into statements and words over their bytes
+    (:func:`_ascii_tokens`); echoes, cues and words covered by pairs shared with the question are
+    then array look-ups of (question, word) and (question, word pair) keys. Rationales with other
+    characters take :func:`_novel_cues` (their tokens need NFKC and case folding)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -527,8 +527,11 @@ def _claims_arrow(rationales: Sequence[str], questions: Sequence[str]) -> np.nda
     question_of_row = asked.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     distinct_questions = asked.dictionary.to_pylist()
     ascii_rows = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
-    for row in np.flatnonzero(~ascii_rows):
-        claim[row] = bool(_novel_cues(rationales[row], *_question_profile(questions[row]), first_only=True))
+    def row_by_row(rows: np.ndarray) -> None:
+        for row in rows:
+            claim[row] = bool(_novel_cues(rationales[row], *_question_profile(questions[row]), first_only=True))
+
+    row_by_row(np.flatnonzero(~ascii_rows))
     fast_rows = np.flatnonzero(ascii_rows)
     if not len(fast_rows):
         return claim
@@ -540,8 +543,7 @@ def _claims_arrow(rationales: Sequence[str], questions: Sequence[str]) -> np.nda
 
     n_questions = len(distinct_questions)
     if n_questions * size * size >= 1 << 62:  # pair keys would overflow int64
-        for row_index in fast_rows:
-            claim[row_index] = bool(_novel_cues(rationales[row_index], *_question_profile(questions[row_index]), first_only=True))
+        row_by_row(fast_rows)
         return claim
     word_keys, pair_keys = [], []
     for index, text in enumerate(distinct_questions):
